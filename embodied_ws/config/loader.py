@@ -1,0 +1,197 @@
+"""YAML loading into the typed config with one-line errors (``file:line: what``) and ``--set`` overrides."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, Union
+
+import yaml
+
+from embodied_ws.config.schema import RunConfig
+from embodied_ws.core.errors import ConfigError
+from embodied_ws.core.paths import config_dir
+from embodied_ws.randomization.spec import DRSpec, parse_dr
+
+
+def read_yaml(path: Path) -> tuple[Any, dict[str, int]]:
+    """Parse a YAML file; returns ``(data, {dotted.key: line})``. Errors name the file and line."""
+    if not path.is_file():
+        raise ConfigError("file not found", str(path))
+    text = path.read_text()
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise ConfigError(f"invalid YAML: {getattr(exc, 'problem', None) or exc}", where) from None
+    lines: dict[str, int] = {}
+    _collect_lines(node, "", lines)
+    return data, lines
+
+
+def _collect_lines(node: Any, prefix: str, out: dict[str, int]) -> None:
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
+            out[key] = key_node.start_mark.line + 1
+            _collect_lines(value_node, key, out)
+
+
+def _type_ok(value: Any, tp: Any) -> tuple[bool, Any]:
+    """Check ``value`` against a simple annotation; ints are accepted (and converted) for floats."""
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return True, value
+    if origin in (Union, types.UnionType):
+        for arm in typing.get_args(tp):
+            ok, conv = _type_ok(value, arm)
+            if ok:
+                return True, conv
+        return False, value
+    if tp is type(None):
+        return value is None, value
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        if not isinstance(value, list):
+            return False, value
+        conv = []
+        for v in value:
+            ok, c = _type_ok(v, item)
+            if not ok:
+                return False, value
+            conv.append(c)
+        return True, conv
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return True, float(value)
+        return False, value
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool), value
+    return isinstance(value, tp), value
+
+
+def _type_name(tp: Any) -> str:
+    return str(tp).replace("typing.", "").replace("<class '", "").replace("'>", "")
+
+
+def _fill(obj: Any, data: Any, prefix: str, where: typing.Callable[[str], str]) -> None:
+    if not isinstance(data, dict):
+        raise ConfigError(f"expected a mapping, got {type(data).__name__}", where(prefix))
+    hints = typing.get_type_hints(type(obj))
+    names = {f.name for f in dataclasses.fields(obj)}
+    for key, value in data.items():
+        dotted = f"{prefix}.{key}" if prefix else str(key)
+        if key not in names:
+            raise ConfigError(f"unknown key {key!r} (expected one of: {', '.join(sorted(names))})", where(dotted))
+        current = getattr(obj, key)
+        if dataclasses.is_dataclass(current):
+            _fill(current, value, dotted, where)
+            continue
+        ok, conv = _type_ok(value, hints[key])
+        if not ok:
+            raise ConfigError(f"{key} must be {_type_name(hints[key])}, got {value!r}", where(dotted))
+        setattr(obj, key, conv)
+
+
+def parse_override(item: str) -> tuple[str, Any]:
+    """Split ``key.path=value``; the value is parsed as a YAML scalar/list (``4096``, ``true``, ``[64, 64]``)."""
+    if "=" not in item:
+        raise ConfigError(f"expected key=value, got {item!r}", "--set")
+    key, raw = item.split("=", 1)
+    if not key.strip():
+        raise ConfigError(f"missing key in {item!r}", "--set")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        raise ConfigError(f"cannot parse value {raw!r}", f"--set {key}") from None
+    return key.strip(), value
+
+
+def _nest(key: str, value: Any) -> dict[str, Any]:
+    out: Any = value
+    for part in reversed(key.split(".")):
+        out = {part: out}
+    return out
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
+    """Build a validated :class:`RunConfig` from a YAML file (or defaults) plus ``--set`` overrides.
+
+    :param path: YAML file, or a preset name under ``config/train`` (``reach``), or None for defaults
+    :param overrides: ``key.path=value`` strings applied after the file
+    """
+    cfg = RunConfig()
+    if path is not None:
+        file = resolve_preset(path, "train")
+        data, lines = read_yaml(file)
+        _fill(cfg, data or {}, "", lambda k: f"{file}:{lines[k]}" if k in lines else f"{file}:{k}")
+    for item in overrides or []:
+        key, value = parse_override(item)
+        _fill(cfg, _nest(key, value), "", lambda k, key=key: f"--set {k}")
+    validate(cfg)
+    return cfg
+
+
+def resolve_preset(name: str | Path, kind: str) -> Path:
+    """A YAML path as given, or ``config/<kind>/<name>.yaml`` for a bare preset name."""
+    p = Path(name)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        return p
+    preset = config_dir() / kind / f"{name}.yaml"
+    if preset.is_file():
+        return preset
+    known = ", ".join(sorted(q.stem for q in (config_dir() / kind).glob("*.yaml")))
+    raise ConfigError(f"no {kind} preset {str(name)!r} (known: {known}, or give a .yaml path)", str(name))
+
+
+def load_dr(dr: Any) -> DRSpec:
+    """Resolve the ``dr`` entry: a preset name, a YAML path, an inline mapping, or ``none``/null."""
+    if dr is None or dr in ("none", "off", False):
+        return DRSpec(enabled=False)
+    if isinstance(dr, dict):
+        return parse_dr(dr, "dr")
+    if not isinstance(dr, str):
+        raise ConfigError(f"dr must be a preset name, a path or a mapping, got {dr!r}", "dr")
+    file = resolve_preset(dr, "dr")
+    data, lines = read_yaml(file)
+    return parse_dr(data, str(file), lines)
+
+
+_POSITIVE = {
+    "env.frame_skip": lambda c: c.env.frame_skip,
+    "env.episode_steps": lambda c: c.env.episode_steps,
+    "train.n_envs": lambda c: c.train.n_envs,
+    "train.total_timesteps": lambda c: c.train.total_timesteps,
+    "ppo.n_steps": lambda c: c.ppo.n_steps,
+    "ppo.batch_size": lambda c: c.ppo.batch_size,
+    "ppo.n_epochs": lambda c: c.ppo.n_epochs,
+    "ppo.learning_rate": lambda c: c.ppo.learning_rate,
+    "task.success_threshold": lambda c: c.task.success_threshold,
+}
+
+
+def validate(cfg: RunConfig) -> None:
+    """Range checks the types cannot express; raises a one-line :class:`ConfigError`."""
+    for key, get in _POSITIVE.items():
+        if get(cfg) <= 0:
+            raise ConfigError(f"must be > 0, got {get(cfg)}", key)
+    if cfg.train.vec_env not in ("mujoco", "subproc", "dummy"):
+        raise ConfigError(f"must be mujoco, subproc or dummy, got {cfg.train.vec_env!r}", "train.vec_env")
+    if not 0.0 < cfg.ppo.gamma <= 1.0:
+        raise ConfigError(f"must be in (0, 1], got {cfg.ppo.gamma}", "ppo.gamma")
+    if cfg.train.target_success is not None and not 0.0 <= cfg.train.target_success <= 1.0:
+        raise ConfigError(f"must be in [0, 1], got {cfg.train.target_success}", "train.target_success")
+    if len(cfg.env.image_size) != 2 or min(cfg.env.image_size) <= 0:
+        raise ConfigError(f"must be [height, width], got {cfg.env.image_size}", "env.image_size")
+    for key in ("checkpoint_every", "eval_every", "keep_checkpoints", "eval_episodes", "curriculum_steps"):
+        if getattr(cfg.train, key) < 0:
+            raise ConfigError(f"must be >= 0, got {getattr(cfg.train, key)}", f"train.{key}")
+
+
+def to_dict(cfg: RunConfig) -> dict[str, Any]:
+    """Plain-dict form (for ``config.yaml`` in the run folder)."""
+    return dataclasses.asdict(cfg)

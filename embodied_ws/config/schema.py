@@ -1,0 +1,110 @@
+"""Typed configuration: dataclasses for every section of a run's YAML (also mapped to ROS parameters)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class EnvConfig:
+    """Which robot and task, and how the env runs.
+
+    :param robot: robot name from ``models/`` or a path to an MJCF file
+    :param task: registered task name (``reach``, ``swingup``)
+    :param frame_skip: physics steps per control step (control period = frame_skip × timestep)
+    :param episode_steps: control steps before truncation
+    :param camera_obs: add an rgb image to the observation (single env only)
+    :param camera: camera name for rendering and camera observations (first camera when empty)
+    :param image_size: [height, width] of rendered images
+    """
+
+    robot: str = "arm3"
+    task: str = "reach"
+    frame_skip: int = 20
+    episode_steps: int = 50
+    camera_obs: bool = False
+    camera: str = ""
+    image_size: list[int] = field(default_factory=lambda: [96, 96])
+
+
+@dataclass
+class TaskConfig:
+    """Task parameters (each task reads the ones it needs).
+
+    :param ee_body: end-effector body or site (reach); auto-detected when empty
+    :param success_threshold: reach: distance in metres counted as success
+    :param target_min_z: reach: lowest target height (None: no limit)
+    :param init_noise: half-width of the uniform noise on initial joint positions (rad or m)
+    :param distance_weight: reach: weight of the distance penalty
+    :param velocity_weight: reach: weight of the joint-velocity penalty
+    :param success_bonus: reach: reward per step spent within the threshold
+    """
+
+    ee_body: str = ""
+    success_threshold: float = 0.05
+    target_min_z: float | None = None
+    init_noise: float = 0.1
+    distance_weight: float = 1.0
+    velocity_weight: float = 0.001
+    success_bonus: float = 0.5
+
+
+@dataclass
+class PPOConfig:
+    """Stable-Baselines3 PPO hyperparameters (passed through by name)."""
+
+    learning_rate: float = 3e-4
+    n_steps: int = 64
+    batch_size: int = 1024
+    n_epochs: int = 5
+    gamma: float = 0.97
+    gae_lambda: float = 0.95
+    clip_range: float = 0.2
+    ent_coef: float = 0.0
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    net_arch: list[int] = field(default_factory=lambda: [64, 64])
+    log_std_init: float = -0.5
+    device: str = "auto"
+
+
+@dataclass
+class TrainConfig:
+    """Training loop settings.
+
+    :param total_timesteps: env-step budget
+    :param n_envs: parallel envs
+    :param vec_env: ``mujoco`` (batched rollout, fastest), ``subproc`` or ``dummy``
+    :param seed: master seed (envs, DR, PPO)
+    :param normalize_obs: wrap in VecNormalize (observation statistics saved with checkpoints)
+    :param checkpoint_every: env steps between checkpoints (0: only at the end)
+    :param keep_checkpoints: how many recent checkpoints to keep
+    :param eval_every: env steps between evaluations (0: none)
+    :param eval_episodes: episodes per evaluation
+    :param target_success: stop early once evaluation success rate reaches this (None: never)
+    :param curriculum_steps: env steps over which DR ranges widen from 0 to full (0: full from the start)
+    """
+
+    total_timesteps: int = 300_000
+    n_envs: int = 32
+    vec_env: str = "mujoco"
+    seed: int = 0
+    normalize_obs: bool = True
+    checkpoint_every: int = 50_000
+    keep_checkpoints: int = 3
+    eval_every: int = 25_000
+    eval_episodes: int = 32
+    target_success: float | None = 0.95
+    curriculum_steps: int = 0
+
+
+@dataclass
+class RunConfig:
+    """A whole run: env, task, DR (a file under ``config/dr`` or an inline mapping), PPO and training."""
+
+    env: EnvConfig = field(default_factory=EnvConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    dr: Any = "default"
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)

@@ -1,0 +1,199 @@
+"""The env core: everything an env does around the physics step, for a batch of envs.
+
+The in-process env (batch of 1), the vectorized MuJoCo env (batch of N) and the ROS-topic env all
+use this one class, so DR, latency, noise, observations, rewards and the physics-fault policy are
+the same code whatever steps the physics.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import mujoco
+import numpy as np
+
+from embodied_ws.config.schema import RunConfig
+from embodied_ws.randomization.latency import DelayLine, add_noise
+from embodied_ws.randomization.sampler import DRSampler
+from embodied_ws.randomization.spec import DRSpec
+from embodied_ws.sim.robot import Robot, load_robot
+from embodied_ws.sim.tasks import TASKS
+
+
+def build_robot(cfg: RunConfig) -> Robot:
+    """Load the configured robot with what its task needs (end-effector sensor for reach)."""
+    task_cls = TASKS.get(cfg.env.task, "env.task")
+    return load_robot(cfg.env.robot, cfg.task.ee_body or None, need_ee=task_cls.needs_ee)
+
+
+class EnvCore:
+    """DR, latency, noise, task observation/reward and episode bookkeeping for ``n`` envs.
+
+    :param cfg: run configuration (env and task sections are used)
+    :param dr: domain-randomization spec
+    :param n: number of envs in the batch
+    :param seed: master seed; env ``i`` gets its own child streams
+    :param visual: also randomize visual parameters (the envs render)
+    :param robot: an already loaded robot (loaded from ``cfg`` when None)
+    """
+
+    def __init__(
+        self, cfg: RunConfig, dr: DRSpec, n: int, seed: int | None, visual: bool = False, robot: Robot | None = None
+    ) -> None:
+        self.cfg = cfg
+        self.robot = robot or build_robot(cfg)
+        self.task = TASKS.get(cfg.env.task, "env.task")(self.robot, cfg.task)
+        self.n = n
+        self.dr_spec = dr
+        self.models = [copy.copy(self.robot.model) for _ in range(n)]
+        self.visual = visual
+        self.episode_steps = cfg.env.episode_steps
+        self.frame_skip = cfg.env.frame_skip
+        self.control_dt = self.robot.control_dt * self.frame_skip
+        nu, obs_dim = self.robot.nu, self.task.obs_dim
+        self.ctrl_mid = (self.robot.ctrl_high + self.robot.ctrl_low) / 2.0
+        self.ctrl_half = (self.robot.ctrl_high - self.robot.ctrl_low) / 2.0
+        m = self.robot.model
+        self._servo = (m.actuator_biastype == mujoco.mjtBias.mjBIAS_AFFINE) & np.isclose(
+            m.actuator_biasprm[:, 1], -m.actuator_gainprm[:, 0]
+        )
+        self.seed(seed)
+        self.act_delay = DelayLine(n, nu, self.dr[0].max_latency("action_latency"))
+        self.obs_delay = DelayLine(n, obs_dim, self.dr[0].max_latency("obs_latency"))
+        self.act_noise = np.zeros(n)
+        self.obs_noise = np.zeros(n)
+        self.goal = np.zeros((n, self.task.goal_dim))
+        self.steps = np.zeros(n, dtype=np.int64)
+        # values are tuples/scalars, so a shallow dict copy per info shares nothing mutable
+        self.dr_values: list[dict[str, Any]] = [{} for _ in range(n)]
+        self._interval = any(p.when == "interval" for p in dr.active())
+        self.physics_resets = 0
+        self.bad_actions = 0
+        self._no_env = np.zeros(n, dtype=bool)
+        self._act_noise_on = self._obs_noise_on = False
+
+    # ----------------------------------------------------------------- seeding and state
+    def seed(self, seed: int | None) -> None:
+        """(Re)create every random stream from ``seed``: env ``i`` gets child streams of it."""
+        children = np.random.SeedSequence(seed).spawn(self.n + 1)
+        self.task_rng = [np.random.default_rng(c.spawn(1)[0]) for c in children[:-1]]
+        old_scale = self.dr[0].scale if getattr(self, "dr", None) else 1.0
+        self.dr = [
+            DRSampler(self.dr_spec, self.robot.model, int(children[i].generate_state(1)[0]), self.visual)
+            for i in range(self.n)
+        ]
+        for d in self.dr:
+            d.scale = old_scale
+        self.noise_rng = np.random.default_rng(children[-1])
+
+    def state_dict(self) -> dict[str, Any]:
+        """RNG and curriculum state of every stream (for checkpoints)."""
+        return {
+            "task_rng": [r.bit_generator.state for r in self.task_rng],
+            "dr": [d.state() for d in self.dr],
+            "noise_rng": self.noise_rng.bit_generator.state,
+            "physics_resets": self.physics_resets,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (the batch size must match)."""
+        for r, s in zip(self.task_rng, state["task_rng"], strict=True):
+            r.bit_generator.state = s
+        for d, s in zip(self.dr, state["dr"], strict=True):
+            d.load_state(s)
+        self.noise_rng.bit_generator.state = state["noise_rng"]
+        self.physics_resets = int(state.get("physics_resets", 0))
+
+    def set_dr_scale(self, scale: float, indices: list[int] | None = None) -> None:
+        """Curriculum: 0 = nominal model, 1 = full DR ranges (takes effect at each env's next reset)."""
+        for i in range(self.n) if indices is None else indices:
+            self.dr[i].scale = float(np.clip(scale, 0.0, 1.0))
+
+    # ----------------------------------------------------------------- episodes
+    def begin_episode(self, i: int) -> np.ndarray:
+        """Start env ``i``'s episode: redraw DR into its model, new goal; returns initial qpos."""
+        self.dr_values[i] = self.dr[i].sample_reset(self.models[i])
+        rng = self.task_rng[i]
+        self.goal[i] = self.task.sample_goal(rng)
+        self.steps[i] = 0
+        self.act_noise[i] = self.dr_values[i].get("action_noise", 0.0)
+        self.obs_noise[i] = self.dr_values[i].get("obs_noise", 0.0)
+        self._act_noise_on = bool(self.act_noise.any())
+        self._obs_noise_on = bool(self.obs_noise.any())
+        return self.task.initial_qpos(rng)
+
+    def first_obs(self, i: int, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray) -> np.ndarray:
+        """Observation at the start of env ``i``'s episode; primes both delay lines."""
+        true = self.task.observe(qpos[None], qvel[None], sensordata[None], self.goal[i : i + 1])[0]
+        self.obs_delay.reset(i, true, int(self.dr_values[i].get("obs_latency", 0)))
+        self.act_delay.reset(i, self.hold_action(qpos), int(self.dr_values[i].get("action_latency", 0)))
+        return add_noise(true[None], self.obs_noise[i : i + 1], self.noise_rng)[0]
+
+    def hold_action(self, qpos: np.ndarray) -> np.ndarray:
+        """The action that keeps servos where they are (0 for torque actuators)."""
+        a = np.zeros(self.robot.nu)
+        q = qpos[self.robot.qpos_idx]
+        a[self._servo] = ((q - self.ctrl_mid) / self.ctrl_half)[self._servo]
+        return np.clip(a, -1.0, 1.0)
+
+    # ----------------------------------------------------------------- stepping
+    def action_to_ctrl(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Actions in [-1, 1] → actuator controls, after action noise and latency.
+
+        Returns ``(ctrl (n, nu), bad (n,))``; non-finite actions are zeroed and flagged ``bad``.
+        """
+        bad = self._no_env
+        a = np.clip(actions, -1.0, 1.0)
+        if not np.isfinite(a.sum()):
+            bad = ~np.isfinite(a).all(axis=1)
+            a = np.where(bad[:, None], 0.0, a)
+            self.bad_actions += int(bad.sum())
+        if self._act_noise_on:
+            a = np.clip(add_noise(a, self.act_noise, self.noise_rng), -1.0, 1.0)
+        a = self.act_delay.push(a)
+        return self.ctrl_mid + self.ctrl_half * a, bad
+
+    def finish_step(
+        self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, actions: np.ndarray, unstable: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """Observation, reward, success and truncation after the physics step.
+
+        ``unstable`` envs (NaN/inf state, MuJoCo instability reset, bad action) end their episode
+        (truncated), get reward 0 and are counted in :attr:`physics_resets`.
+        Returns ``(obs, reward, success, truncated, terms)``.
+        """
+        self.steps += 1
+        true = self.task.observe(qpos, qvel, sensordata, self.goal)
+        reward, success, terms = self.task.evaluate(qpos, qvel, sensordata, self.goal, actions)
+        truncated = self.steps >= self.episode_steps
+        if unstable.any():
+            self.physics_resets += int(unstable.sum())
+            true = np.where(unstable[:, None], 0.0, np.nan_to_num(true, posinf=0.0, neginf=0.0))
+            reward = np.where(unstable, 0.0, reward)
+            success = success & ~unstable
+            truncated = truncated | unstable
+        obs = self.obs_delay.push(true)
+        if self._obs_noise_on:
+            obs = add_noise(obs, self.obs_noise, self.noise_rng)
+        if self._interval:
+            for i in range(self.n):
+                self.dr[i].sample_interval(self.models[i], int(self.steps[i]), self.dr_values[i])
+        return obs, reward, success, truncated, terms
+
+    def infos(self, success: np.ndarray, terms: dict[str, np.ndarray], unstable: np.ndarray) -> list[dict[str, Any]]:
+        """Per-env ``info`` dicts: ``is_success``, reward terms, sampled DR values, physics-reset flag."""
+        names = list(terms)
+        cols = [terms[k].tolist() for k in names]
+        succ = success.tolist()
+        out = []
+        for i in range(self.n):
+            info = {
+                "is_success": succ[i],
+                "reward_terms": {k: c[i] for k, c in zip(names, cols, strict=True)},
+                "dr": dict(self.dr_values[i]),
+            }
+            if unstable[i]:
+                info["physics_reset"] = True
+            out.append(info)
+        return out

@@ -1,0 +1,164 @@
+"""RobotEnv: a gymnasium env over the in-process MuJoCo backend with DR, latency and noise."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+
+from embodied_ws.config.schema import RunConfig
+from embodied_ws.randomization.spec import DRSpec
+from embodied_ws.sim.core import EnvCore
+from embodied_ws.sim.robot import Robot
+
+_BADQACC = int(mujoco.mjtWarning.mjWARN_BADQACC)
+
+
+def observation_space(core: EnvCore) -> gym.spaces.Box:
+    """Unbounded float32 box of the task's observation size."""
+    return gym.spaces.Box(-np.inf, np.inf, (core.task.obs_dim,), np.float32)
+
+
+def action_space(core: EnvCore) -> gym.spaces.Box:
+    """Normalised actions in [-1, 1] per actuator (mapped to each control range)."""
+    return gym.spaces.Box(-1.0, 1.0, (core.robot.nu,), np.float32)
+
+
+class RobotEnv(gym.Env):
+    """A registered robot/task (or any MJCF with the reach task) as a gymnasium env.
+
+    ``info`` carries ``is_success``, ``reward_terms`` and the sampled DR values ``dr``.
+    A physics blow-up ends the episode (``truncated``), sets ``info['physics_reset']`` and is counted.
+
+    :param cfg: run configuration (defaults: arm3 reach)
+    :param dr: domain randomization (default: none)
+    :param render_mode: ``"rgb_array"`` or None
+    :param seed: seed for DR, goals and noise (``reset(seed=...)`` reseeds)
+    :param robot: an already loaded robot, to share between envs
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 25}
+
+    def __init__(
+        self,
+        cfg: RunConfig | None = None,
+        dr: DRSpec | None = None,
+        render_mode: str | None = None,
+        seed: int | None = None,
+        robot: Robot | None = None,
+    ) -> None:
+        self.cfg = cfg or RunConfig()
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+        self.render_mode = render_mode
+        visual = render_mode is not None or self.cfg.env.camera_obs
+        self.core = EnvCore(self.cfg, dr or DRSpec(enabled=False), 1, seed, visual=visual, robot=robot)
+        self.model = self.core.models[0]
+        self.data = mujoco.MjData(self.model)
+        self.metadata = {**self.metadata, "render_fps": int(round(1.0 / self.core.control_dt))}
+        state_space = observation_space(self.core)
+        self.action_space = action_space(self.core)
+        self._renderer: mujoco.Renderer | None = None
+        h, w = self.cfg.env.image_size
+        self._camera = self._camera_id()
+        if self.cfg.env.camera_obs:
+            image = gym.spaces.Box(0, 255, (h, w, 3), np.uint8)
+            self.observation_space = gym.spaces.Dict({"state": state_space, "image": image})
+        else:
+            self.observation_space = state_space
+        self._target_mocap = self._mocap_id("target")
+        self._ones = np.ones(1, dtype=bool)
+
+    # ------------------------------------------------------------------ gymnasium API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        if seed is not None:
+            self.core.seed(seed)
+        qpos = self.core.begin_episode(0)
+        mujoco.mj_resetData(self.model, self.data)
+        self.data.qpos[:] = qpos
+        self.data.ctrl[:] = self.core.ctrl_mid + self.core.ctrl_half * self.core.hold_action(qpos)
+        mujoco.mj_forward(self.model, self.data)
+        self._show_goal()
+        obs = self.core.first_obs(0, self.data.qpos, self.data.qvel, self.data.sensordata)
+        info = {"is_success": False, "dr": dict(self.core.dr_values[0])}
+        return self._wrap(obs), info
+
+    def step(self, action: np.ndarray) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        actions = np.asarray(action, dtype=np.float64).reshape(1, -1)
+        ctrl, bad = self.core.action_to_ctrl(actions)
+        data = self.data
+        data.ctrl[:] = ctrl[0]
+        warnings = data.warning[_BADQACC].number
+        mujoco.mj_step(self.model, data, nstep=self.core.frame_skip)
+        unstable = bad
+        # MuJoCo resets the data itself on a bad acceleration and counts a warning; NaN/inf can still
+        # slip through from bad model values, so check the state too (one sum is the cheap test).
+        if data.warning[_BADQACC].number != warnings or not math.isfinite(data.qpos.sum() + data.qvel.sum()):
+            unstable = self._ones
+        obs, reward, success, truncated, terms = self.core.finish_step(
+            data.qpos[None], data.qvel[None], data.sensordata[None], actions, unstable
+        )
+        info = self.core.infos(success, terms, unstable)[0]
+        return self._wrap(obs), float(reward[0]), False, bool(truncated[0]), info
+
+    def render(self) -> np.ndarray | None:
+        """An rgb frame from the configured camera (``render_mode='rgb_array'``)."""
+        if self.render_mode is None:
+            return None
+        return self._render_frame()
+
+    def close(self) -> None:
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
+
+    # ------------------------------------------------------------------ DR / curriculum hooks (VecEnv.env_method)
+    def set_dr_scale(self, scale: float) -> None:
+        """Curriculum knob: 0 = nominal model, 1 = full DR ranges."""
+        self.core.set_dr_scale(scale)
+
+    def get_core_state(self) -> dict[str, Any]:
+        """RNG and DR state for checkpoints."""
+        return self.core.state_dict()
+
+    def set_core_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`get_core_state`."""
+        self.core.load_state_dict(state)
+
+    # ------------------------------------------------------------------ helpers
+    def _wrap(self, obs: np.ndarray) -> Any:
+        state = obs[0].astype(np.float32) if obs.ndim == 2 else obs.astype(np.float32)
+        if not self.cfg.env.camera_obs:
+            return state
+        return {"state": state, "image": self._render_frame()}
+
+    def _render_frame(self) -> np.ndarray:
+        if self._renderer is None:
+            h, w = self.cfg.env.image_size
+            self._renderer = mujoco.Renderer(self.model, h, w)
+        self._renderer.update_scene(self.data, camera=self._camera)
+        return self._renderer.render()
+
+    def _camera_id(self) -> int:
+        name = self.cfg.env.camera
+        if name:
+            cid = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_CAMERA, name)
+            if cid < 0:
+                from embodied_ws.core.errors import ConfigError
+
+                raise ConfigError(f"no camera {name!r} in the model", "env.camera")
+            return cid
+        return 0 if self.model.ncam else -1
+
+    def _mocap_id(self, body: str) -> int:
+        bid = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, body)
+        return int(self.model.body_mocapid[bid]) if bid >= 0 else -1
+
+    def _show_goal(self) -> None:
+        pos = self.core.task.goal_site_pos(self.core.goal[0])
+        if pos is not None and self._target_mocap >= 0:
+            self.data.mocap_pos[self._target_mocap] = pos

@@ -1,0 +1,170 @@
+"""Robots: load an MJCF (registered name or path) and read what a task needs from the model itself.
+
+Actuated joints, their limits and the actuators' control ranges come from the model; the end
+effector is a named body/site or, when not named, the leaf body of the longest kinematic chain.
+We add one ``framepos`` sensor on the end effector with MjSpec, so batched rollouts return its
+position in ``sensordata`` without any Python forward-kinematics call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import mujoco
+import numpy as np
+
+from embodied_ws.core.errors import ModelError, UnknownNameError
+from embodied_ws.core.paths import models_dir
+
+EE_SENSOR = "embodied_ee_pos"
+EE_SITE = "embodied_ee"
+
+
+@dataclass
+class Robot:
+    """A compiled robot model plus the metadata tasks, DR and export need."""
+
+    name: str
+    path: Path
+    model: mujoco.MjModel
+    joint_names: list[str]
+    qpos_idx: np.ndarray
+    qvel_idx: np.ndarray
+    joint_low: np.ndarray
+    joint_high: np.ndarray
+    ctrl_low: np.ndarray
+    ctrl_high: np.ndarray
+    actuator_names: list[str]
+    ee_body: str | None = None
+    ee_sensor_idx: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    camera_names: list[str] = field(default_factory=list)
+
+    @property
+    def nu(self) -> int:
+        """Number of actuators (the action dimension)."""
+        return int(self.model.nu)
+
+    @property
+    def control_dt(self) -> float:
+        """Physics timestep of the nominal model, in seconds."""
+        return float(self.model.opt.timestep)
+
+
+def available_robots() -> list[str]:
+    """Names of the robots shipped in ``models/`` (folders holding a ``scene.xml``)."""
+    root = models_dir()
+    return sorted(p.parent.name for p in root.glob("*/scene.xml")) if root.is_dir() else []
+
+
+def resolve_model_path(robot: str) -> tuple[str, Path]:
+    """Map a robot name or an MJCF path to ``(name, path)``; unknown names raise a one-line error."""
+    if robot.endswith(".xml") or "/" in robot:
+        path = Path(robot).expanduser()
+        if not path.is_file():
+            raise ModelError("MJCF file not found", str(path))
+        return path.stem, path.resolve()
+    path = models_dir() / robot / "scene.xml"
+    if not path.is_file():
+        known = ", ".join(available_robots()) or "none"
+        raise UnknownNameError(f"unknown robot {robot!r} (known: {known}, or give a path to an .xml file)", "env.robot")
+    return robot, path
+
+
+def _body_depths(model: mujoco.MjModel) -> np.ndarray:
+    depth = np.zeros(model.nbody, dtype=np.int64)
+    for b in range(1, model.nbody):
+        depth[b] = depth[model.body_parentid[b]] + (1 if model.body_jntnum[b] > 0 else 0)
+    return depth
+
+
+def detect_ee_body(model: mujoco.MjModel) -> str:
+    """The leaf body at the end of the longest chain of jointed bodies (ties: the first in the model)."""
+    depth = _body_depths(model)
+    has_child = np.zeros(model.nbody, dtype=bool)
+    has_child[model.body_parentid[1:]] = True
+    leaves = [b for b in range(1, model.nbody) if not has_child[b] and depth[b] > 0]
+    if not leaves:
+        raise ModelError("no jointed body found to use as end effector; set task.ee_body", "task.ee_body")
+    best = max(leaves, key=lambda b: (depth[b], -b))
+    return mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, best)
+
+
+def _compile(spec: mujoco.MjSpec, path: Path) -> mujoco.MjModel:
+    try:
+        return spec.compile()
+    except Exception as exc:  # MuJoCo raises ValueError with the compiler message
+        raise ModelError(str(exc).strip().splitlines()[0], str(path)) from None
+
+
+def load_robot(robot: str, ee_body: str | None = None, need_ee: bool = True) -> Robot:
+    """Load a robot by registered name or MJCF path.
+
+    :param robot: name of a folder in ``models/`` or a path to an MJCF file
+    :param ee_body: body or site used as end effector; auto-detected when ``None``
+    :param need_ee: add the end-effector position sensor (reach-like tasks)
+    """
+    name, path = resolve_model_path(robot)
+    try:
+        spec = mujoco.MjSpec.from_file(str(path))
+    except Exception as exc:
+        msg = str(exc).strip().splitlines()
+        raise ModelError(" ".join(msg[:2]) if msg else "cannot parse MJCF", str(path)) from None
+    nominal = _compile(spec, path)
+    if nominal.nu == 0:
+        raise ModelError("model has no actuators, nothing to control", str(path))
+
+    ee_name = None
+    if need_ee:
+        ee_name = ee_body or detect_ee_body(nominal)
+        site_id = mujoco.mj_name2id(nominal, mujoco.mjtObj.mjOBJ_SITE, ee_name)
+        body_id = mujoco.mj_name2id(nominal, mujoco.mjtObj.mjOBJ_BODY, ee_name)
+        if site_id < 0 and body_id < 0:
+            raise ModelError(f"no body or site named {ee_name!r} in {path.name}", "task.ee_body")
+        if site_id >= 0:
+            objtype, objname = mujoco.mjtObj.mjOBJ_SITE, ee_name
+        else:
+            spec.body(ee_name).add_site(name=EE_SITE, size=[0.005, 0.005, 0.005])
+            objtype, objname = mujoco.mjtObj.mjOBJ_SITE, EE_SITE
+        spec.add_sensor(name=EE_SENSOR, type=mujoco.mjtSensor.mjSENS_FRAMEPOS, objtype=objtype, objname=objname)
+    model = _compile(spec, path)
+
+    joint_ids = []
+    for a in range(model.nu):
+        if int(model.actuator_trntype[a]) not in (int(mujoco.mjtTrn.mjTRN_JOINT), int(mujoco.mjtTrn.mjTRN_JOINTINPARENT)):
+            raise ModelError(f"actuator {a} does not drive a joint; only joint actuators are supported", str(path))
+        joint_ids.append(int(model.actuator_trnid[a, 0]))
+    qpos_idx = np.array([model.jnt_qposadr[j] for j in joint_ids], dtype=np.int64)
+    qvel_idx = np.array([model.jnt_dofadr[j] for j in joint_ids], dtype=np.int64)
+    limited = model.jnt_limited[joint_ids].astype(bool)
+    jrange = model.jnt_range[joint_ids].copy()
+    jrange[~limited] = [-np.pi, np.pi]
+    crange = model.actuator_ctrlrange.copy()
+    unlimited_ctrl = ~model.actuator_ctrllimited.astype(bool)
+    crange[unlimited_ctrl] = [-1.0, 1.0]
+
+    ee_idx = np.zeros(0, dtype=np.int64)
+    if need_ee:
+        sid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SENSOR, EE_SENSOR)
+        adr = int(model.sensor_adr[sid])
+        ee_idx = np.arange(adr, adr + 3, dtype=np.int64)
+
+    def names(obj: mujoco.mjtObj, ids: list[int] | range) -> list[str]:
+        return [mujoco.mj_id2name(model, obj, i) or f"{obj.name}_{i}" for i in ids]
+
+    return Robot(
+        name=name,
+        path=path,
+        model=model,
+        joint_names=names(mujoco.mjtObj.mjOBJ_JOINT, joint_ids),
+        qpos_idx=qpos_idx,
+        qvel_idx=qvel_idx,
+        joint_low=jrange[:, 0].copy(),
+        joint_high=jrange[:, 1].copy(),
+        ctrl_low=crange[:, 0].copy(),
+        ctrl_high=crange[:, 1].copy(),
+        actuator_names=names(mujoco.mjtObj.mjOBJ_ACTUATOR, range(model.nu)),
+        ee_body=ee_name,
+        ee_sensor_idx=ee_idx,
+        camera_names=names(mujoco.mjtObj.mjOBJ_CAMERA, range(model.ncam)),
+    )

@@ -1,0 +1,96 @@
+"""Reach: bring the end effector to a random reachable target (works on any MJCF with joint actuators)."""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+
+from embodied_ws.config.schema import TaskConfig
+from embodied_ws.sim.robot import Robot
+from embodied_ws.sim.tasks.base import TASKS, Task
+
+WORKSPACE_SAMPLES = 4096
+
+
+def workspace_targets(robot: Robot, min_z: float | None, n: int = WORKSPACE_SAMPLES, seed: int = 0) -> np.ndarray:
+    """End-effector positions of random joint configurations within the limits: reachable by construction.
+
+    :param robot: robot with an end-effector sensor
+    :param min_z: drop targets below this height (None: keep all)
+    :param n: number of configurations to sample
+    :param seed: seed of the (fixed) workspace sample
+    """
+    model = robot.model
+    data = mujoco.MjData(model)
+    rng = np.random.default_rng(seed)
+    qs = rng.uniform(robot.joint_low, robot.joint_high, (n, robot.qpos_idx.size))
+    out = np.empty((n, 3))
+    for i, q in enumerate(qs):
+        data.qpos[:] = model.qpos0
+        data.qpos[robot.qpos_idx] = q
+        mujoco.mj_forward(model, data)
+        out[i] = data.sensordata[robot.ee_sensor_idx]
+    if min_z is not None:
+        out = out[out[:, 2] >= min_z]
+    if len(out) == 0:
+        raise ValueError("no reachable target satisfies task.target_min_z")
+    return out
+
+
+@TASKS.register("reach")
+class ReachTask(Task):
+    """Observation: joint positions, joint velocities, end-effector position, target, target − ee.
+
+    Reward: ``-distance_weight · |ee − target| − velocity_weight · |q̇|² + success_bonus · [success]``;
+    success when the end effector is within ``success_threshold`` metres of the target.
+    """
+
+    needs_ee = True
+    goal_dim = 3
+
+    def __init__(self, robot: Robot, cfg: TaskConfig) -> None:
+        super().__init__(robot, cfg)
+        self.nj = robot.qpos_idx.size
+        self.obs_dim = 2 * self.nj + 9
+        self.targets = workspace_targets(robot, cfg.target_min_z)
+        self._qi, self._vi, self._ei = robot.qpos_idx, robot.qvel_idx, robot.ee_sensor_idx
+
+    def sample_goal(self, rng: np.random.Generator) -> np.ndarray:
+        return self.targets[rng.integers(len(self.targets))].copy()
+
+    def initial_qpos(self, rng: np.random.Generator) -> np.ndarray:
+        q = self.robot.model.qpos0.copy()
+        noise = rng.uniform(-self.cfg.init_noise, self.cfg.init_noise, self.nj)
+        q[self._qi] = np.clip(q[self._qi] + noise, self.robot.joint_low, self.robot.joint_high)
+        return q
+
+    def observe(self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray) -> np.ndarray:
+        ee = sensordata[:, self._ei]
+        return np.concatenate([qpos[:, self._qi], qvel[:, self._vi], ee, goal, goal - ee], axis=1)
+
+    def evaluate(
+        self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray, action: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        diff = sensordata[:, self._ei] - goal
+        dist = np.sqrt((diff * diff).sum(axis=1))
+        success = dist < self.cfg.success_threshold
+        terms = {
+            "distance": -self.cfg.distance_weight * dist,
+            "velocity": -self.cfg.velocity_weight * (qvel[:, self._vi] ** 2).sum(axis=1),
+            "success": self.cfg.success_bonus * success,
+        }
+        return terms["distance"] + terms["velocity"] + terms["success"], success, terms
+
+    def obs_names(self) -> list[str]:
+        j = self.robot.joint_names
+        xyz = ("x", "y", "z")
+        return (
+            [f"q/{n}" for n in j]
+            + [f"qd/{n}" for n in j]
+            + [f"ee/{a}" for a in xyz]
+            + [f"target/{a}" for a in xyz]
+            + [f"target_minus_ee/{a}" for a in xyz]
+        )
+
+    def goal_site_pos(self, goal: np.ndarray) -> np.ndarray | None:
+        return goal

@@ -1,0 +1,152 @@
+"""MujocoVecEnv: an SB3 VecEnv stepping N MuJoCo envs with one batched ``mujoco.rollout`` call.
+
+Per control step the whole batch is advanced by ``frame_skip`` physics steps inside MuJoCo's C++
+thread pool (no Python per env or per physics step); observations and rewards come from the
+returned states and sensordata, computed batched in numpy by the shared :class:`EnvCore`.
+Each env has its own MjModel copy, so per-env domain randomization costs nothing extra per step.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import mujoco
+import numpy as np
+from mujoco import rollout
+from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
+
+from embodied_ws.config.schema import RunConfig
+from embodied_ws.randomization.spec import DRSpec
+from embodied_ws.sim.core import EnvCore
+from embodied_ws.sim.env import action_space, observation_space
+
+_STATE = mujoco.mjtState.mjSTATE_FULLPHYSICS
+
+
+class _EnvView:
+    """What ``env_method`` reaches for env ``i`` (same hooks as :class:`RobotEnv`)."""
+
+    def __init__(self, core: EnvCore, i: int) -> None:
+        self.core, self.i = core, i
+
+    def set_dr_scale(self, scale: float) -> None:
+        self.core.set_dr_scale(scale, [self.i])
+
+
+class MujocoVecEnv(VecEnv):
+    """N envs of one robot/task stepped together by MuJoCo's rollout thread pool.
+
+    :param cfg: run configuration
+    :param dr: domain-randomization spec
+    :param n_envs: batch size
+    :param seed: master seed
+    :param nthread: rollout threads (default: CPU count)
+    """
+
+    def __init__(
+        self, cfg: RunConfig, dr: DRSpec, n_envs: int, seed: int | None = 0, nthread: int | None = None
+    ) -> None:
+        self.core = EnvCore(cfg, dr, n_envs, seed)
+        self.cfg = cfg
+        model = self.core.robot.model
+        self.nthread = max(1, min(nthread or os.cpu_count() or 1, n_envs))
+        self._datas = [mujoco.MjData(model) for _ in range(self.nthread)]
+        self._scratch = mujoco.MjData(model)
+        self._rollout = rollout.Rollout(nthread=self.nthread)
+        self.nq, self.nv = model.nq, model.nv
+        self.nstate = mujoco.mj_stateSize(model, _STATE)
+        fs = cfg.env.frame_skip
+        self.state = np.zeros((n_envs, self.nstate))
+        self._state_out = np.zeros((n_envs, fs, self.nstate))
+        self._sens_out = np.zeros((n_envs, fs, model.nsensordata))
+        self._ctrl = np.zeros((n_envs, fs, model.nu))  # held for the whole control period
+        self.sensordata = np.zeros((n_envs, model.nsensordata))
+        self._actions = np.zeros((n_envs, model.nu))
+        self._views = [_EnvView(self.core, i) for i in range(n_envs)]
+        self.render_mode = None
+        super().__init__(n_envs, observation_space(self.core), action_space(self.core))
+
+    # ------------------------------------------------------------------ VecEnv API
+    def reset(self) -> np.ndarray:
+        if self._seeds[0] is not None:
+            self.core.seed(self._seeds[0])
+            self._reset_seeds()
+        obs = np.stack([self._begin(i) for i in range(self.num_envs)])
+        return obs.astype(np.float32)
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = np.asarray(actions, dtype=np.float64).reshape(self.num_envs, -1)
+
+    def step_wait(self) -> VecEnvStepReturn:
+        core = self.core
+        ctrl, bad = core.action_to_ctrl(self._actions)
+        self._ctrl[:] = ctrl[:, None, :]
+        t0 = self.state[:, 0].copy()
+        self._rollout.rollout(
+            core.models, self._datas, self.state, self._ctrl,
+            nstep=core.frame_skip, state=self._state_out, sensordata=self._sens_out, skip_checks=True,
+        )  # fmt: skip
+        self.state = self._state_out[:, -1].copy()
+        self.sensordata = self._sens_out[:, -1]
+        qpos = self.state[:, 1 : 1 + self.nq]
+        qvel = self.state[:, 1 + self.nq : 1 + self.nq + self.nv]
+        # MuJoCo resets an env's data on a bad acceleration (its clock goes back) or may yield NaN/inf.
+        unstable = bad | (self.state[:, 0] < t0) | ~np.isfinite(self.state).all(axis=1)
+        obs, reward, success, truncated, terms = core.finish_step(qpos, qvel, self.sensordata, self._actions, unstable)
+        infos = core.infos(success, terms, unstable)
+        done = truncated
+        obs = obs.astype(np.float32)
+        if done.any():
+            for i in np.flatnonzero(done):
+                infos[i]["terminal_observation"] = obs[i].copy()
+                infos[i]["TimeLimit.truncated"] = True
+                obs[i] = self._begin(int(i))
+        return obs, reward.astype(np.float32), done.copy(), infos
+
+    def close(self) -> None:
+        self._rollout.close()
+
+    def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
+        return [getattr(self, attr_name) for _ in self._get_indices(indices)]
+
+    def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
+        setattr(self, attr_name, value)
+
+    def env_method(self, method_name: str, *args: Any, indices: VecEnvIndices = None, **kwargs: Any) -> list[Any]:
+        return [getattr(self._views[i], method_name)(*args, **kwargs) for i in self._get_indices(indices)]
+
+    def env_is_wrapped(self, wrapper_class: type, indices: VecEnvIndices = None) -> list[bool]:
+        return [False for _ in self._get_indices(indices)]
+
+    def get_images(self) -> Sequence[np.ndarray | None]:
+        return [None] * self.num_envs
+
+    # ------------------------------------------------------------------ checkpoint hooks
+    def get_core_state(self) -> dict[str, Any]:
+        """RNG and DR/curriculum state of all envs."""
+        return self.core.state_dict()
+
+    def set_core_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`get_core_state`."""
+        self.core.load_state_dict(state)
+
+    # ------------------------------------------------------------------ helpers
+    def _begin(self, i: int) -> np.ndarray:
+        """Start env ``i``'s episode: new DR/goal, physics state written into the batch."""
+        model, data = self.core.models[i], self._scratch
+        qpos = self.core.begin_episode(i)
+        mujoco.mj_resetData(model, data)
+        data.qpos[:] = qpos
+        mujoco.mj_forward(model, data)
+        mujoco.mj_getState(model, data, self.state[i], _STATE)
+        self.sensordata[i] = data.sensordata
+        return self.core.first_obs(i, data.qpos, data.qvel, data.sensordata).astype(np.float32)
+
+    def _get_indices(self, indices: VecEnvIndices) -> Iterable[int]:
+        if indices is None:
+            return range(self.num_envs)
+        if isinstance(indices, int):
+            return [indices]
+        return indices
