@@ -181,6 +181,10 @@ def validate(cfg: RunConfig) -> None:
             raise ConfigError(f"must be > 0, got {get(cfg)}", key)
     if cfg.train.vec_env not in ("mujoco", "subproc", "dummy"):
         raise ConfigError(f"must be mujoco, subproc or dummy, got {cfg.train.vec_env!r}", "train.vec_env")
+    if cfg.env.action_mode not in ("delta", "absolute"):
+        raise ConfigError(f"must be delta or absolute, got {cfg.env.action_mode!r}", "env.action_mode")
+    if not 0.0 < cfg.env.delta_scale <= 2.0:
+        raise ConfigError(f"must be in (0, 2], got {cfg.env.delta_scale}", "env.delta_scale")
     if not 0.0 < cfg.ppo.gamma <= 1.0:
         raise ConfigError(f"must be in (0, 1], got {cfg.ppo.gamma}", "ppo.gamma")
     if cfg.train.target_success is not None and not 0.0 <= cfg.train.target_success <= 1.0:

@@ -14,6 +14,10 @@ class EnvConfig:
     :param task: registered task name (``reach``, ``swingup``)
     :param frame_skip: physics steps per control step (control period = frame_skip × timestep)
     :param episode_steps: control steps before truncation
+    :param action_mode: ``delta`` (actions move servo set-points; torque actuators stay absolute)
+        or ``absolute`` (actions map linearly onto each control range)
+    :param delta_scale: delta mode: largest set-point change per control step, as a fraction of the
+        control range's half-width
     :param camera_obs: add an rgb image to the observation (single env only)
     :param camera: camera name for rendering and camera observations (first camera when empty)
     :param image_size: [height, width] of rendered images
@@ -23,6 +27,8 @@ class EnvConfig:
     task: str = "reach"
     frame_skip: int = 20
     episode_steps: int = 50
+    action_mode: str = "delta"
+    delta_scale: float = 0.1
     camera_obs: bool = False
     camera: str = ""
     image_size: list[int] = field(default_factory=lambda: [96, 96])
@@ -56,8 +62,8 @@ class PPOConfig:
 
     learning_rate: float = 3e-4
     n_steps: int = 64
-    batch_size: int = 1024
-    n_epochs: int = 5
+    batch_size: int = 256
+    n_epochs: int = 10
     gamma: float = 0.97
     gae_lambda: float = 0.95
     clip_range: float = 0.2

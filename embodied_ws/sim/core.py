@@ -58,9 +58,14 @@ class EnvCore:
         self._servo = (m.actuator_biastype == mujoco.mjtBias.mjBIAS_AFFINE) & np.isclose(
             m.actuator_biasprm[:, 1], -m.actuator_gainprm[:, 0]
         )
+        # delta mode: servo actuators integrate actions into set-points (kept in ``setpoint``, in [-1, 1])
+        self._delta = self._servo & (cfg.env.action_mode == "delta")
+        self.delta_scale = cfg.env.delta_scale
+        self.setpoint = np.zeros((n, nu))
+        self.obs_dim = obs_dim + (nu if self._delta.any() else 0)
         self.seed(seed)
         self.act_delay = DelayLine(n, nu, self.dr[0].max_latency("action_latency"))
-        self.obs_delay = DelayLine(n, obs_dim, self.dr[0].max_latency("obs_latency"))
+        self.obs_delay = DelayLine(n, self.obs_dim, self.dr[0].max_latency("obs_latency"))
         self.act_noise = np.zeros(n)
         self.obs_noise = np.zeros(n)
         self.goal = np.zeros((n, self.task.goal_dim))
@@ -125,9 +130,11 @@ class EnvCore:
 
     def first_obs(self, i: int, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray) -> np.ndarray:
         """Observation at the start of env ``i``'s episode; primes both delay lines."""
-        true = self.task.observe(qpos[None], qvel[None], sensordata[None], self.goal[i : i + 1])[0]
+        hold = self.hold_action(qpos)
+        self.setpoint[i] = hold
+        self.act_delay.reset(i, np.where(self._delta, 0.0, hold), int(self.dr_values[i].get("action_latency", 0)))
+        true = self._observe(qpos[None], qvel[None], sensordata[None], self.goal[i : i + 1], self.setpoint[i : i + 1])[0]
         self.obs_delay.reset(i, true, int(self.dr_values[i].get("obs_latency", 0)))
-        self.act_delay.reset(i, self.hold_action(qpos), int(self.dr_values[i].get("action_latency", 0)))
         return add_noise(true[None], self.obs_noise[i : i + 1], self.noise_rng)[0]
 
     def hold_action(self, qpos: np.ndarray) -> np.ndarray:
@@ -152,6 +159,9 @@ class EnvCore:
         if self._act_noise_on:
             a = np.clip(add_noise(a, self.act_noise, self.noise_rng), -1.0, 1.0)
         a = self.act_delay.push(a)
+        if self._delta.any():
+            moved = np.clip(self.setpoint + self.delta_scale * a, -1.0, 1.0)
+            a = self.setpoint = np.where(self._delta, moved, a)
         return self.ctrl_mid + self.ctrl_half * a, bad
 
     def finish_step(
@@ -164,7 +174,7 @@ class EnvCore:
         Returns ``(obs, reward, success, truncated, terms)``.
         """
         self.steps += 1
-        true = self.task.observe(qpos, qvel, sensordata, self.goal)
+        true = self._observe(qpos, qvel, sensordata, self.goal, self.setpoint)
         reward, success, terms = self.task.evaluate(qpos, qvel, sensordata, self.goal, actions)
         truncated = self.steps >= self.episode_steps
         if unstable.any():
@@ -180,6 +190,19 @@ class EnvCore:
             for i in range(self.n):
                 self.dr[i].sample_interval(self.models[i], int(self.steps[i]), self.dr_values[i])
         return obs, reward, success, truncated, terms
+
+    def _observe(
+        self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray, setpoint: np.ndarray
+    ) -> np.ndarray:
+        obs = self.task.observe(qpos, qvel, sensordata, goal)
+        if self.obs_dim == obs.shape[1]:
+            return obs
+        return np.concatenate([obs, setpoint], axis=1)
+
+    def obs_names(self) -> list[str]:
+        """Name of each observation entry (task entries, then servo set-points in delta mode)."""
+        extra = [f"setpoint/{n}" for n in self.robot.actuator_names] if self.obs_dim > self.task.obs_dim else []
+        return self.task.obs_names() + extra
 
     def infos(self, success: np.ndarray, terms: dict[str, np.ndarray], unstable: np.ndarray) -> list[dict[str, Any]]:
         """Per-env ``info`` dicts: ``is_success``, reward terms, sampled DR values, physics-reset flag."""

@@ -19,7 +19,7 @@ _BADQACC = int(mujoco.mjtWarning.mjWARN_BADQACC)
 
 def observation_space(core: EnvCore) -> gym.spaces.Box:
     """Unbounded float32 box of the task's observation size."""
-    return gym.spaces.Box(-np.inf, np.inf, (core.task.obs_dim,), np.float32)
+    return gym.spaces.Box(-np.inf, np.inf, (core.obs_dim,), np.float32)
 
 
 def action_space(core: EnvCore) -> gym.spaces.Box:
