@@ -1,0 +1,83 @@
+"""Deployable policy export: safetensors weights + JSON metadata, loadable without pickle or SB3.
+
+``policy/policy.safetensors`` holds the actor MLP (``layers.<i>.weight/bias``) and the observation
+normalization (``obs_mean``, ``obs_var``); ``policy/policy.json`` holds everything a controller needs
+to use it: observation layout, action layout and mapping, joint names and limits, control rate.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from embodied_ws.core.atomic import write_dir_atomic
+from embodied_ws.sim.core import EnvCore
+
+FORMAT = "embodied_ws.policy/1"
+
+
+def actor_tensors(model: Any, obs_rms: Any | None, clip_obs: float, epsilon: float) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Extract the deterministic actor of an SB3 ``MlpPolicy`` as numpy arrays plus network metadata."""
+    import torch
+
+    policy = model.policy
+    linears = [m for m in policy.mlp_extractor.policy_net if isinstance(m, torch.nn.Linear)]
+    linears.append(policy.action_net)
+    acts = {torch.nn.Tanh: "tanh", torch.nn.ReLU: "relu", torch.nn.ELU: "elu"}
+    activation = acts.get(policy.activation_fn, None)
+    if activation is None:
+        raise ValueError(f"unsupported activation {policy.activation_fn}")
+    tensors = {}
+    for i, lin in enumerate(linears):
+        tensors[f"layers.{i}.weight"] = lin.weight.detach().cpu().numpy().astype(np.float32)
+        tensors[f"layers.{i}.bias"] = lin.bias.detach().cpu().numpy().astype(np.float32)
+    n_obs = linears[0].weight.shape[1]
+    tensors["obs_mean"] = (obs_rms.mean if obs_rms is not None else np.zeros(n_obs)).astype(np.float32)
+    tensors["obs_var"] = (obs_rms.var if obs_rms is not None else np.ones(n_obs)).astype(np.float32)
+    meta = {"activation": activation, "n_layers": len(linears), "clip_obs": clip_obs, "epsilon": epsilon,
+            "normalize_obs": obs_rms is not None}
+    return tensors, meta
+
+
+def export_policy(out_dir: Path, model: Any, venv: Any, core: EnvCore) -> Path:
+    """Write ``policy.safetensors`` and ``policy.json`` atomically into ``out_dir``."""
+    import json
+
+    from safetensors.numpy import save_file
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    norm = venv if isinstance(venv, VecNormalize) else None
+    tensors, net = actor_tensors(
+        model, norm.obs_rms if norm and norm.norm_obs else None, float(norm.clip_obs) if norm else 10.0,
+        float(norm.epsilon) if norm else 1e-8,
+    )
+    r = core.robot
+    meta = {
+        "format": FORMAT,
+        "robot": r.name,
+        "task": core.cfg.env.task,
+        "network": net,
+        "observation": {"size": core.obs_dim, "names": core.obs_names()},
+        "action": {
+            "size": r.nu,
+            "actuators": r.actuator_names,
+            "mode": core.cfg.env.action_mode,
+            "delta_actuators": core._delta.tolist(),
+            "delta_scale": core.delta_scale,
+            "ctrl_low": r.ctrl_low.tolist(),
+            "ctrl_high": r.ctrl_high.tolist(),
+            "mapping": "ctrl = (ctrl_low + ctrl_high) / 2 + (ctrl_high - ctrl_low) / 2 * clip(a, -1, 1)",
+        },
+        "joints": {"names": r.joint_names, "lower": r.joint_low.tolist(), "upper": r.joint_high.tolist()},
+        "control_rate_hz": 1.0 / core.control_dt,
+        "ee_body": r.ee_body,
+    }
+
+    def fill(tmp: Path) -> None:
+        save_file(tensors, str(tmp / "policy.safetensors"))
+        (tmp / "policy.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+    write_dir_atomic(out_dir, fill)
+    return out_dir
