@@ -189,8 +189,10 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(f"must be in (0, 1], got {cfg.ppo.gamma}", "ppo.gamma")
     if cfg.train.target_success is not None and not 0.0 <= cfg.train.target_success <= 1.0:
         raise ConfigError(f"must be in [0, 1], got {cfg.train.target_success}", "train.target_success")
-    if len(cfg.env.image_size) != 2 or min(cfg.env.image_size) <= 0:
-        raise ConfigError(f"must be [height, width], got {cfg.env.image_size}", "env.image_size")
+    for key in ("image_size", "render_size"):
+        size = getattr(cfg.env, key)
+        if len(size) != 2 or min(size) <= 0:
+            raise ConfigError(f"must be [height, width], got {size}", f"env.{key}")
     for key in ("checkpoint_every", "eval_every", "keep_checkpoints", "eval_episodes", "curriculum_steps"):
         if getattr(cfg.train, key) < 0:
             raise ConfigError(f"must be >= 0, got {getattr(cfg.train, key)}", f"train.{key}")

@@ -20,7 +20,8 @@ class EnvConfig:
         control range's half-width
     :param camera_obs: add an rgb image to the observation (single env only)
     :param camera: camera name for rendering and camera observations (first camera when empty)
-    :param image_size: [height, width] of rendered images
+    :param image_size: [height, width] of camera observations
+    :param render_size: [height, width] of ``render()`` frames and evaluation videos
     """
 
     robot: str = "arm3"
@@ -32,6 +33,7 @@ class EnvConfig:
     camera_obs: bool = False
     camera: str = ""
     image_size: list[int] = field(default_factory=lambda: [96, 96])
+    render_size: list[int] = field(default_factory=lambda: [240, 320])
 
 
 @dataclass

@@ -51,7 +51,7 @@ APPLIERS: Registry[FieldApplier | EnvApplier] = Registry("DR parameter")
 def _col(name: str, cols: slice = slice(None)) -> ModelView:
     def view(model: mujoco.MjModel) -> np.ndarray:
         arr = getattr(model, name)
-        return arr.reshape(arr.shape[0], -1)[:, cols]
+        return (arr[:, None] if arr.ndim == 1 else arr)[:, cols]
 
     return view
 

@@ -61,7 +61,7 @@ class RobotEnv(gym.Env):
         self.metadata = {**self.metadata, "render_fps": int(round(1.0 / self.core.control_dt))}
         state_space = observation_space(self.core)
         self.action_space = action_space(self.core)
-        self._renderer: mujoco.Renderer | None = None
+        self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
         h, w = self.cfg.env.image_size
         self._camera = self._camera_id()
         if self.cfg.env.camera_obs:
@@ -109,12 +109,12 @@ class RobotEnv(gym.Env):
         """An rgb frame from the configured camera (``render_mode='rgb_array'``)."""
         if self.render_mode is None:
             return None
-        return self._render_frame()
+        return self._render_frame(self.cfg.env.render_size)
 
     def close(self) -> None:
-        if self._renderer is not None:
-            self._renderer.close()
-            self._renderer = None
+        for r in self._renderers.values():
+            r.close()
+        self._renderers.clear()
 
     # ------------------------------------------------------------------ DR / curriculum hooks (VecEnv.env_method)
     def set_dr_scale(self, scale: float) -> None:
@@ -134,14 +134,15 @@ class RobotEnv(gym.Env):
         state = obs[0].astype(np.float32) if obs.ndim == 2 else obs.astype(np.float32)
         if not self.cfg.env.camera_obs:
             return state
-        return {"state": state, "image": self._render_frame()}
+        return {"state": state, "image": self._render_frame(self.cfg.env.image_size)}
 
-    def _render_frame(self) -> np.ndarray:
-        if self._renderer is None:
-            h, w = self.cfg.env.image_size
-            self._renderer = mujoco.Renderer(self.model, h, w)
-        self._renderer.update_scene(self.data, camera=self._camera)
-        return self._renderer.render()
+    def _render_frame(self, size: list[int]) -> np.ndarray:
+        h, w = size
+        renderer = self._renderers.get((h, w))
+        if renderer is None:
+            renderer = self._renderers[(h, w)] = mujoco.Renderer(self.model, h, w)
+        renderer.update_scene(self.data, camera=self._camera)
+        return renderer.render()
 
     def _camera_id(self) -> int:
         name = self.cfg.env.camera

