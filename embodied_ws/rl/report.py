@@ -26,6 +26,10 @@ def hardware_summary(device: str, n_params: int, nthread: int) -> dict[str, Any]
     return out
 
 
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.1%}"
+
+
 def _plot(path: Path, xs: list[float], ys: list[float], xlabel: str, ylabel: str, title: str) -> None:
     import matplotlib
 
@@ -78,8 +82,7 @@ def write_report(run_dir: Path, summary: dict[str, Any], evals: list[dict[str, f
         "",
         f"- robot / task: `{summary['robot']}` / `{summary['task']}`, DR {'on' if summary['dr'] else 'off'}",
         f"- env steps: {summary['steps']:,} in {total / 60:.1f} min ({t['env_steps_per_s']:,.0f} env-steps/s)",
-        f"- final evaluation success: {summary.get('final_success', float('nan')):.1%} "
-        f"(target {summary.get('target_success')})",
+        f"- final evaluation success: {_pct(summary.get('final_success'))} (target {_pct(summary.get('target_success'))})",
         f"- physics resets (NaN/instability, env reset and training went on): {summary['physics_resets']}",
         "",
         "## Where time went",

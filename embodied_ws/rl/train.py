@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,7 @@ def train(cfg: RunConfig, name: str, runs_root: Path = Path("runs"), resume: boo
     state: dict[str, Any] = {}
     if ckpt is not None:
         state = read_state(ckpt)
+        print(f"resuming from step {state['num_timesteps']} ({ckpt.name})", file=sys.stderr)
         venv = load_vecnormalize(ckpt, venv.venv if hasattr(venv, "obs_rms") else venv)
         model = PPO.load(ckpt / "model.zip", env=venv, device=resolve_device(cfg.ppo.device))
         load_core_state(venv, state["env"])

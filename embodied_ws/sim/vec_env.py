@@ -65,6 +65,8 @@ class MujocoVecEnv(VecEnv):
         self.sensordata = np.zeros((n_envs, model.nsensordata))
         self._actions = np.zeros((n_envs, model.nu))
         self._views = [_EnvView(self.core, i) for i in range(n_envs)]
+        # a MuJoCo auto-reset inside the period leaves the clock short of t0 + period
+        self._period = self.core.control_dt * (1.0 - 1e-9)
         self.render_mode = None
         super().__init__(n_envs, observation_space(self.core), action_space(self.core))
 
@@ -93,7 +95,7 @@ class MujocoVecEnv(VecEnv):
         qpos = self.state[:, 1 : 1 + self.nq]
         qvel = self.state[:, 1 + self.nq : 1 + self.nq + self.nv]
         # MuJoCo resets an env's data on a bad acceleration (its clock goes back) or may yield NaN/inf.
-        unstable = bad | (self.state[:, 0] < t0) | ~np.isfinite(self.state).all(axis=1)
+        unstable = bad | (self.state[:, 0] < t0 + self._period) | ~np.isfinite(self.state).all(axis=1)
         obs, reward, success, truncated, terms = core.finish_step(qpos, qvel, self.sensordata, self._actions, unstable)
         infos = core.infos(success, terms, unstable)
         done = truncated
