@@ -37,7 +37,9 @@ def test_short_ppo_run_improves_reach_success(short_run: tuple[Path, dict]) -> N
     _, summary = short_run
     evals = summary["evals"]
     first, last = evals[0], evals[-1]
-    print(f"reach success {first['success_rate']:.2f} at {first['step']} -> {last['success_rate']:.2f} at {last['step']}")
+    print(
+        f"reach success {first['success_rate']:.2f} at {first['step']} -> {last['success_rate']:.2f} at {last['step']}"
+    )
     assert last["success_rate"] >= first["success_rate"] + 0.15
     assert last["mean_return"] > first["mean_return"]
 
@@ -141,9 +143,11 @@ def test_kill_9_then_resume_continues_from_last_checkpoint(tmp_path: Path) -> No
 
 
 def test_foreign_mjcf_trains_by_path(cli, reacher_xml: str, tmp_path: Path) -> None:
+    sets = ["task.ee_body=", "task.target_min_z=null", "train.total_timesteps=4096", "train.n_envs=8",
+            "train.eval_every=2048"]  # fmt: skip
+    args = [a for s in sets for a in ("--set", s)]
     proc = cli("train", "--robot", reacher_xml, "--task", "reach", "--name", "reacher", "--runs", str(tmp_path),
-               "--json", "--set", "task.ee_body=", "--set", "task.target_min_z=null",
-               "--set", "train.total_timesteps=4096", "--set", "train.n_envs=8", "--set", "train.eval_every=2048")  # fmt: skip
+               "--json", *args)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     meta = json.loads((tmp_path / "reacher" / "policy" / "policy.json").read_text())
     assert meta["ee_body"] == "fingertip" and meta["joints"]["names"] == ["joint0", "joint1"]

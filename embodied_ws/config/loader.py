@@ -181,6 +181,8 @@ def validate(cfg: RunConfig) -> None:
             raise ConfigError(f"must be > 0, got {get(cfg)}", key)
     if cfg.train.vec_env not in ("mujoco", "subproc", "dummy"):
         raise ConfigError(f"must be mujoco, subproc or dummy, got {cfg.train.vec_env!r}", "train.vec_env")
+    if not 0.0 <= cfg.task.target_joint_margin < 0.5:
+        raise ConfigError(f"must be in [0, 0.5), got {cfg.task.target_joint_margin}", "task.target_joint_margin")
     if cfg.env.action_mode not in ("delta", "absolute"):
         raise ConfigError(f"must be delta or absolute, got {cfg.env.action_mode!r}", "env.action_mode")
     if not 0.0 < cfg.env.delta_scale <= 2.0:

@@ -43,19 +43,26 @@ class TaskConfig:
     :param ee_body: end-effector body or site (reach); auto-detected when empty
     :param success_threshold: reach: distance in metres counted as success
     :param target_min_z: reach: lowest target height (None: no limit)
+    :param target_joint_margin: reach: fraction of each joint range kept free at both ends when
+        sampling targets (targets right at joint limits are unreachable in practice: the servo
+        pushes into the limit)
     :param init_noise: half-width of the uniform noise on initial joint positions (rad or m)
     :param distance_weight: reach: weight of the distance penalty
     :param velocity_weight: reach: weight of the joint-velocity penalty
     :param success_bonus: reach: reward per step spent within the threshold
+    :param precision_weight: reach: weight of ``exp(-(distance / success_threshold)²)``, a term
+        whose slope is steep near the target, where the plain distance penalty gives little signal
     """
 
     ee_body: str = ""
     success_threshold: float = 0.05
     target_min_z: float | None = None
+    target_joint_margin: float = 0.0
     init_noise: float = 0.1
     distance_weight: float = 1.0
     velocity_weight: float = 0.001
     success_bonus: float = 0.5
+    precision_weight: float = 0.0
 
 
 @dataclass

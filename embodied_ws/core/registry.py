@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
 
 from embodied_ws.core.errors import UnknownNameError
 
-T = TypeVar("T")
 
-
-class Registry(Generic[T]):
+class Registry[T]:
     """A named collection of entries of one kind.
 
     :param kind: what the entries are, used in error messages (e.g. ``"task"``)

@@ -92,7 +92,7 @@ class DRSampler:
     def env_value(self, p: DRParam) -> float | int:
         """Draw an env-side parameter (latency in steps as an int, noise std as a float)."""
         if APPLIERS.get(p.name).integer:  # type: ignore[union-attr]
-            return int(round(self.scale * self.rng.integers(int(p.low), int(p.high) + 1)))
+            return round(self.scale * int(self.rng.integers(int(p.low), int(p.high) + 1)))
         # env-side parameters have a nominal of 0 (no latency, no noise): the draw is the value
         return float(self.scale * draw(p, self.rng, ()))
 

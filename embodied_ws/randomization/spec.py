@@ -80,7 +80,9 @@ def parse_dr(data: Any, source: str = "dr", lines: dict[str, int] | None = None)
         raise ConfigError("domain randomization must be a mapping with 'params'", where.at(""))
     unknown = set(data) - {"enabled", "params"}
     if unknown:
-        raise ConfigError(f"unknown key {sorted(unknown)[0]!r} (expected 'enabled', 'params')", where.at(sorted(unknown)[0]))
+        raise ConfigError(
+            f"unknown key {sorted(unknown)[0]!r} (expected 'enabled', 'params')", where.at(sorted(unknown)[0])
+        )
     enabled = data.get("enabled", True)
     if not isinstance(enabled, bool):
         raise ConfigError(f"'enabled' must be true or false, got {enabled!r}", where.at("enabled"))
@@ -104,21 +106,33 @@ def _parse_param(name: str, entry: Any, where: _Where, key: str) -> DRParam:
         bad = sorted(extra)[0]
         raise ConfigError(f"unknown key {bad!r} (expected one of {sorted(allowed)})", where.at(f"{key}.{bad}"))
     rng = entry.get("range")
-    if not (isinstance(rng, list) and len(rng) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in rng)):
+    if not (
+        isinstance(rng, list)
+        and len(rng) == 2
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in rng)
+    ):
         raise ConfigError(f"'range' must be [low, high] numbers, got {rng!r}", where.at(f"{key}.range"))
     low, high = float(rng[0]), float(rng[1])
     if low > high:
         raise ConfigError(f"range low {low} is above high {high}", where.at(f"{key}.range"))
     choices = {"dist": DISTRIBUTIONS, "mode": MODES, "when": WHENS}
-    values = {"dist": entry.get("dist", "uniform"), "mode": entry.get("mode", "scale"), "when": entry.get("when", "reset")}
+    values = {
+        "dist": entry.get("dist", "uniform"),
+        "mode": entry.get("mode", "scale"),
+        "when": entry.get("when", "reset"),
+    }
     for k, allowed_values in choices.items():
         if values[k] not in allowed_values:
-            raise ConfigError(f"{k} must be one of {', '.join(allowed_values)}, got {values[k]!r}", where.at(f"{key}.{k}"))
+            raise ConfigError(
+                f"{k} must be one of {', '.join(allowed_values)}, got {values[k]!r}", where.at(f"{key}.{k}")
+            )
     if values["dist"] == "loguniform" and low <= 0:
         raise ConfigError("loguniform needs a range above 0", where.at(f"{key}.range"))
     interval = entry.get("interval", 0)
     if not isinstance(interval, int) or interval < 0 or (values["when"] == "interval" and interval == 0):
-        raise ConfigError(f"'interval' must be a positive step count for when=interval, got {interval!r}", where.at(f"{key}.interval"))
+        raise ConfigError(
+            f"'interval' must be a positive step count for when=interval, got {interval!r}", where.at(f"{key}.interval")
+        )
     targets = entry.get("targets", [])
     if isinstance(targets, str):
         targets = [targets]

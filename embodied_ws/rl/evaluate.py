@@ -13,7 +13,9 @@ from embodied_ws.core.errors import UserError
 from embodied_ws.deploy.policy import ExportedPolicy
 
 
-def evaluate_run(run_dir: Path, episodes: int = 20, video: bool = True, seed: int = 1234, progress: bool = True) -> dict[str, Any]:
+def evaluate_run(
+    run_dir: Path, episodes: int = 20, video: bool = True, seed: int = 1234, progress: bool = True
+) -> dict[str, Any]:
     """Evaluate ``run_dir/policy`` for ``episodes`` episodes; returns the metrics (also in ``eval/metrics.json``).
 
     :param video: record the first episodes (up to 3) as ``eval/rollout.mp4``

@@ -18,7 +18,9 @@ from embodied_ws.sim.core import EnvCore
 FORMAT = "embodied_ws.policy/1"
 
 
-def actor_tensors(model: Any, obs_rms: Any | None, clip_obs: float, epsilon: float) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+def actor_tensors(
+    model: Any, obs_rms: Any | None, clip_obs: float, epsilon: float
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Extract the deterministic actor of an SB3 ``MlpPolicy`` as numpy arrays plus network metadata."""
     import torch
 
@@ -26,7 +28,7 @@ def actor_tensors(model: Any, obs_rms: Any | None, clip_obs: float, epsilon: flo
     linears = [m for m in policy.mlp_extractor.policy_net if isinstance(m, torch.nn.Linear)]
     linears.append(policy.action_net)
     acts = {torch.nn.Tanh: "tanh", torch.nn.ReLU: "relu", torch.nn.ELU: "elu"}
-    activation = acts.get(policy.activation_fn, None)
+    activation = acts.get(policy.activation_fn)
     if activation is None:
         raise ValueError(f"unsupported activation {policy.activation_fn}")
     tensors = {}
@@ -36,8 +38,13 @@ def actor_tensors(model: Any, obs_rms: Any | None, clip_obs: float, epsilon: flo
     n_obs = linears[0].weight.shape[1]
     tensors["obs_mean"] = (obs_rms.mean if obs_rms is not None else np.zeros(n_obs)).astype(np.float32)
     tensors["obs_var"] = (obs_rms.var if obs_rms is not None else np.ones(n_obs)).astype(np.float32)
-    meta = {"activation": activation, "n_layers": len(linears), "clip_obs": clip_obs, "epsilon": epsilon,
-            "normalize_obs": obs_rms is not None}
+    meta = {
+        "activation": activation,
+        "n_layers": len(linears),
+        "clip_obs": clip_obs,
+        "epsilon": epsilon,
+        "normalize_obs": obs_rms is not None,
+    }
     return tensors, meta
 
 
@@ -50,7 +57,9 @@ def export_policy(out_dir: Path, model: Any, venv: Any, core: EnvCore) -> Path:
 
     norm = venv if isinstance(venv, VecNormalize) else None
     tensors, net = actor_tensors(
-        model, norm.obs_rms if norm and norm.norm_obs else None, float(norm.clip_obs) if norm else 10.0,
+        model,
+        norm.obs_rms if norm and norm.norm_obs else None,
+        float(norm.clip_obs) if norm else 10.0,
         float(norm.epsilon) if norm else 1e-8,
     )
     r = core.robot

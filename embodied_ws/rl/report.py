@@ -47,7 +47,9 @@ def _plot(path: Path, xs: list[float], ys: list[float], xlabel: str, ylabel: str
     plt.close(fig)
 
 
-def write_report(run_dir: Path, summary: dict[str, Any], evals: list[dict[str, float]], episodes: list[tuple[int, float]]) -> Path:
+def write_report(
+    run_dir: Path, summary: dict[str, Any], evals: list[dict[str, float]], episodes: list[tuple[int, float]]
+) -> Path:
     """Write ``report.md`` (and ``summary.json``, PNG curves) into ``run_dir``.
 
     :param summary: time breakdown, hardware, physics events, final metrics
@@ -80,9 +82,11 @@ def write_report(run_dir: Path, summary: dict[str, Any], evals: list[dict[str, f
     lines = [
         f"# Run report: {summary['name']}",
         "",
-        f"- robot / task: `{summary['robot']}` / `{summary['task']}`, DR {'on' if summary['dr'] else 'off'}",
+        f"- robot / task: `{summary['robot']}` / `{summary['task']}`",
+        f"- domain randomization: {'on' if summary['dr'] else 'off'}",
         f"- env steps: {summary['steps']:,} in {total / 60:.1f} min ({t['env_steps_per_s']:,.0f} env-steps/s)",
-        f"- final evaluation success: {_pct(summary.get('final_success'))} (target {_pct(summary.get('target_success'))})",
+        f"- final evaluation success: {_pct(summary.get('final_success'))}"
+        f" (target {_pct(summary.get('target_success'))})",
         f"- physics resets (NaN/instability, env reset and training went on): {summary['physics_resets']}",
         "",
         "## Where time went",

@@ -53,7 +53,9 @@ def save_run_config(run_dir: Path, cfg: RunConfig) -> None:
     write_bytes_atomic(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False).encode())
 
 
-def train(cfg: RunConfig, name: str, runs_root: Path = Path("runs"), resume: bool = False, progress: bool = True) -> dict[str, Any]:
+def train(
+    cfg: RunConfig, name: str, runs_root: Path = Path("runs"), resume: bool = False, progress: bool = True
+) -> dict[str, Any]:
     """Train PPO as configured; returns the run summary (also in ``runs/<name>/summary.json``).
 
     :param cfg: resolved run configuration
@@ -80,7 +82,11 @@ def train(cfg: RunConfig, name: str, runs_root: Path = Path("runs"), resume: boo
 
     venv, timer = make_training_env(cfg, dr)
     eval_kind = "mujoco" if cfg.train.vec_env == "mujoco" else "dummy"
-    eval_env = make_vec_env(cfg, dr, cfg.train.eval_episodes, cfg.train.seed + 10_000, eval_kind) if cfg.train.eval_every else None
+    eval_env = (
+        make_vec_env(cfg, dr, cfg.train.eval_episodes, cfg.train.seed + 10_000, eval_kind)
+        if cfg.train.eval_every
+        else None
+    )
     state: dict[str, Any] = {}
     if ckpt is not None:
         state = read_state(ckpt)
@@ -93,7 +99,11 @@ def train(cfg: RunConfig, name: str, runs_root: Path = Path("runs"), resume: boo
         model = PPO("MlpPolicy", venv, **ppo_kwargs(cfg))
     model.set_logger(configure(str(run_dir / "tb"), ["tensorboard"]))
 
-    evals = cb.EvalSuccess(eval_env, cfg.train.eval_every, cfg.train.target_success, cfg.train.eval_episodes) if eval_env else None
+    evals = (
+        cb.EvalSuccess(eval_env, cfg.train.eval_every, cfg.train.target_success, cfg.train.eval_episodes)
+        if eval_env
+        else None
+    )
     bar = cb.RichProgress(cfg.train.total_timesteps, evals, enabled=progress)
     if evals:
         evals.history = list(state.get("evals", []))

@@ -133,7 +133,9 @@ class EnvCore:
         hold = self.hold_action(qpos)
         self.setpoint[i] = hold
         self.act_delay.reset(i, np.where(self._delta, 0.0, hold), int(self.dr_values[i].get("action_latency", 0)))
-        true = self._observe(qpos[None], qvel[None], sensordata[None], self.goal[i : i + 1], self.setpoint[i : i + 1])[0]
+        true = self._observe(qpos[None], qvel[None], sensordata[None], self.goal[i : i + 1], self.setpoint[i : i + 1])[
+            0
+        ]
         self.obs_delay.reset(i, true, int(self.dr_values[i].get("obs_latency", 0)))
         return add_noise(true[None], self.obs_noise[i : i + 1], self.noise_rng)[0]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import mujoco
@@ -40,7 +40,7 @@ class RobotEnv(gym.Env):
     :param robot: an already loaded robot, to share between envs
     """
 
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 25}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 25}
 
     def __init__(
         self,
@@ -58,7 +58,7 @@ class RobotEnv(gym.Env):
         self.core = EnvCore(self.cfg, dr or DRSpec(enabled=False), 1, seed, visual=visual, robot=robot)
         self.model = self.core.models[0]
         self.data = mujoco.MjData(self.model)
-        self.metadata = {**self.metadata, "render_fps": int(round(1.0 / self.core.control_dt))}
+        self.metadata = {**self.metadata, "render_fps": round(1.0 / self.core.control_dt)}
         state_space = observation_space(self.core)
         self.action_space = action_space(self.core)
         self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}

@@ -131,7 +131,10 @@ def load_robot(robot: str, ee_body: str | None = None, need_ee: bool = True) -> 
 
     joint_ids = []
     for a in range(model.nu):
-        if int(model.actuator_trntype[a]) not in (int(mujoco.mjtTrn.mjTRN_JOINT), int(mujoco.mjtTrn.mjTRN_JOINTINPARENT)):
+        if int(model.actuator_trntype[a]) not in (
+            int(mujoco.mjtTrn.mjTRN_JOINT),
+            int(mujoco.mjtTrn.mjTRN_JOINTINPARENT),
+        ):
             raise ModelError(f"actuator {a} does not drive a joint; only joint actuators are supported", str(path))
         joint_ids.append(int(model.actuator_trnid[a, 0]))
     qpos_idx = np.array([model.jnt_qposadr[j] for j in joint_ids], dtype=np.int64)

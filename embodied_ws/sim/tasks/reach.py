@@ -12,18 +12,22 @@ from embodied_ws.sim.tasks.base import TASKS, Task
 WORKSPACE_SAMPLES = 4096
 
 
-def workspace_targets(robot: Robot, min_z: float | None, n: int = WORKSPACE_SAMPLES, seed: int = 0) -> np.ndarray:
+def workspace_targets(
+    robot: Robot, min_z: float | None, margin: float = 0.0, n: int = WORKSPACE_SAMPLES, seed: int = 0
+) -> np.ndarray:
     """End-effector positions of random joint configurations within the limits: reachable by construction.
 
     :param robot: robot with an end-effector sensor
     :param min_z: drop targets below this height (None: keep all)
+    :param margin: fraction of each joint range left out at both ends
     :param n: number of configurations to sample
     :param seed: seed of the (fixed) workspace sample
     """
     model = robot.model
     data = mujoco.MjData(model)
     rng = np.random.default_rng(seed)
-    qs = rng.uniform(robot.joint_low, robot.joint_high, (n, robot.qpos_idx.size))
+    span = robot.joint_high - robot.joint_low
+    qs = rng.uniform(robot.joint_low + margin * span, robot.joint_high - margin * span, (n, robot.qpos_idx.size))
     out = np.empty((n, 3))
     for i, q in enumerate(qs):
         data.qpos[:] = model.qpos0
@@ -41,7 +45,8 @@ def workspace_targets(robot: Robot, min_z: float | None, n: int = WORKSPACE_SAMP
 class ReachTask(Task):
     """Observation: joint positions, joint velocities, end-effector position, target, target − ee.
 
-    Reward: ``-distance_weight · |ee − target| − velocity_weight · |q̇|² + success_bonus · [success]``;
+    Reward: ``-distance_weight · |ee − target| − velocity_weight · |q̇|² + success_bonus · [success]``
+    (+ ``precision_weight · exp(-(d / threshold)²)`` when set);
     success when the end effector is within ``success_threshold`` metres of the target.
     """
 
@@ -52,7 +57,7 @@ class ReachTask(Task):
         super().__init__(robot, cfg)
         self.nj = robot.qpos_idx.size
         self.obs_dim = 2 * self.nj + 9
-        self.targets = workspace_targets(robot, cfg.target_min_z)
+        self.targets = workspace_targets(robot, cfg.target_min_z, cfg.target_joint_margin)
         self._qi, self._vi, self._ei = robot.qpos_idx, robot.qvel_idx, robot.ee_sensor_idx
 
     def sample_goal(self, rng: np.random.Generator) -> np.ndarray:
@@ -79,7 +84,11 @@ class ReachTask(Task):
             "velocity": -self.cfg.velocity_weight * (qvel[:, self._vi] ** 2).sum(axis=1),
             "success": self.cfg.success_bonus * success,
         }
-        return terms["distance"] + terms["velocity"] + terms["success"], success, terms
+        reward = terms["distance"] + terms["velocity"] + terms["success"]
+        if self.cfg.precision_weight:
+            terms["precision"] = self.cfg.precision_weight * np.exp(-((dist / self.cfg.success_threshold) ** 2))
+            reward = reward + terms["precision"]
+        return reward, success, terms
 
     def obs_names(self) -> list[str]:
         j = self.robot.joint_names
