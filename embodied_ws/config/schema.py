@@ -97,7 +97,8 @@ class TrainConfig:
     :param keep_checkpoints: how many recent checkpoints to keep
     :param eval_every: env steps between evaluations (0: none)
     :param eval_episodes: episodes per evaluation
-    :param target_success: stop early once evaluation success rate reaches this (None: never)
+    :param target_success: stop early once two evaluations in a row reach this success rate (None: never)
+    :param final_eval_episodes: episodes of the final evaluation reported in the run summary
     :param curriculum_steps: env steps over which DR ranges widen from 0 to full (0: full from the start)
     """
 
@@ -111,6 +112,7 @@ class TrainConfig:
     eval_every: int = 25_000
     eval_episodes: int = 32
     target_success: float | None = 0.95
+    final_eval_episodes: int = 256
     curriculum_steps: int = 0
 
 

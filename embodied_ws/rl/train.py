@@ -132,8 +132,12 @@ def train(
         interrupted = True
     finally:
         bar._on_training_end()
-    if evals and (not evals.history or evals.history[-1]["step"] != model.num_timesteps):
-        evals.evaluate()
+    final = None
+    if evals and cfg.train.final_eval_episodes:
+        final_env = make_vec_env(cfg, dr, cfg.train.final_eval_episodes, cfg.train.seed + 20_000, eval_kind)
+        final_env.env_method("set_dr_scale", 1.0)
+        final = evals.evaluate(final_env, cfg.train.final_eval_episodes, record=False)
+        final_env.close()
     checkpoints.save()
     from embodied_ws.rl.export import export_policy
     from embodied_ws.rl.report import hardware_summary, write_report
@@ -147,7 +151,8 @@ def train(
         "dr": bool(dr.enabled and dr.params),
         "steps": int(model.num_timesteps),
         "interrupted": interrupted,
-        "final_success": evals.history[-1]["success_rate"] if evals else None,
+        "final_success": final["success_rate"] if final else None,
+        "final_eval": final,
         "target_success": cfg.train.target_success,
         "physics_resets": bar.physics_resets,
         "time": times.summary(int(model.num_timesteps) - (cfg.train.total_timesteps - remaining), {
