@@ -18,6 +18,10 @@ EXAMPLES = {
     "train": "example: embodied-ws train --config reach --name reach1 --set train.total_timesteps=200000",
     "eval": "example: embodied-ws eval reach1 --episodes 20",
     "robots": "example: embodied-ws robots --json",
+    "doctor": "examples: colcon build 2>&1 | embodied-ws doctor -\n          embodied-ws doctor ~/.ros/log --json\n"
+    "          embodied-ws doctor --env",
+    "assistant": "examples: embodied-ws assistant build.log\n          embodied-ws assistant --follow colcon build\n"
+    "          embodied-ws assistant download",
 }
 
 
@@ -75,6 +79,39 @@ def _cmd_robots(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    if args.env:
+        from embodied_ws.assistant.env_doctor import run_checks
+
+        checks = run_checks()
+        if args.json:
+            print(json.dumps({"checks": [c.to_dict() for c in checks]}))
+        else:
+            for c in checks:
+                print(f"[{c.status:4}] {c.name}: {c.detail}" + (f"\n       fix: {c.fix}" if c.fix and c.status != "ok" else ""))
+        return 0
+    if not args.log:
+        raise UserError("give a log file, a folder, '-' for stdin, or --env", "doctor")
+    from embodied_ws.assistant.doctor import run
+
+    rules = [Path(r) for r in args.rules or []]
+    return run(args.log, args.json, args.llm, Path(args.model) if args.model else None, rules)
+
+
+def _cmd_assistant(args: argparse.Namespace) -> int:
+    if args.log == "download":
+        from embodied_ws.assistant.download import default_manifest, download
+
+        m = default_manifest()
+        dest = Path(args.dest).expanduser() if args.dest else Path.home() / ".cache" / "embodied_ws" / "models"
+        print(f"downloading {m.name} ({m.repo_id}/{m.filename}) to {dest}", file=sys.stderr)
+        print(download(m, dest))
+        return 0
+    from embodied_ws.tui.app import run_app
+
+    return run_app(args.log, Path(args.model) if args.model else None, args.follow or None)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with one sub-command per verb."""
     parser = argparse.ArgumentParser(prog="embodied-ws", description="Robot-learning workstation toolkit.")
@@ -103,6 +140,19 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--no-video", action="store_true", help="skip the mp4")
 
     verb("robots", _cmd_robots, "List the registered robots and tasks.")
+
+    d = verb("doctor", _cmd_doctor, "Triage a log offline (rules, optionally the local LLM), or check the environment.")
+    d.add_argument("log", nargs="?", help="log file, folder of logs (~/.ros/log, colcon log/), or - for stdin")
+    d.add_argument("--env", action="store_true", help="check Python/ROS/torch/CUDA/MuJoCo GL/ffmpeg/llama.cpp")
+    d.add_argument("--llm", action="store_true", help="add the local model's explanation")
+    d.add_argument("--model", help="GGUF file (default: the downloaded default model)")
+    d.add_argument("--rules", action="append", metavar="YAML", help="extra rules file; repeatable")
+
+    a = verb("assistant", _cmd_assistant, "Terminal assistant (Textual): log view, triage cards, local LLM chat.")
+    a.add_argument("log", nargs="?", help="log file to open, or 'download' to fetch the default model")
+    a.add_argument("--model", help="GGUF file (default: the downloaded default model; rules-only if missing)")
+    a.add_argument("--follow", nargs=argparse.REMAINDER, help="run a command and follow its output")
+    a.add_argument("--dest", help="download folder (default ~/.cache/embodied_ws/models)")
     return parser
 
 

@@ -187,6 +187,8 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(f"must be delta or absolute, got {cfg.env.action_mode!r}", "env.action_mode")
     if not 0.0 < cfg.env.delta_scale <= 2.0:
         raise ConfigError(f"must be in (0, 2], got {cfg.env.delta_scale}", "env.delta_scale")
+    if cfg.ppo.lr_schedule not in ("constant", "linear"):
+        raise ConfigError(f"must be constant or linear, got {cfg.ppo.lr_schedule!r}", "ppo.lr_schedule")
     if not 0.0 < cfg.ppo.gamma <= 1.0:
         raise ConfigError(f"must be in (0, 1], got {cfg.ppo.gamma}", "ppo.gamma")
     if cfg.train.target_success is not None and not 0.0 <= cfg.train.target_success <= 1.0:

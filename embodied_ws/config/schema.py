@@ -67,9 +67,13 @@ class TaskConfig:
 
 @dataclass
 class PPOConfig:
-    """Stable-Baselines3 PPO hyperparameters (passed through by name)."""
+    """Stable-Baselines3 PPO hyperparameters (passed through by name).
+
+    :param lr_schedule: ``constant`` or ``linear`` (decays to 0 over the run: a settled final policy)
+    """
 
     learning_rate: float = 3e-4
+    lr_schedule: str = "constant"
     n_steps: int = 64
     batch_size: int = 256
     n_epochs: int = 10

@@ -28,8 +28,13 @@ def resolve_device(device: str) -> str:
 def ppo_kwargs(cfg: RunConfig) -> dict[str, Any]:
     """PPO constructor arguments from the ``ppo`` section (shared with ``bench/train_throughput.py``)."""
     p = cfg.ppo
+    lr: Any = p.learning_rate
+    if p.lr_schedule == "linear":
+        from stable_baselines3.common.utils import LinearSchedule
+
+        lr = LinearSchedule(p.learning_rate, 0.0, 1.0)  # SB3 passes the remaining progress 1 → 0
     return {
-        "learning_rate": p.learning_rate, "n_steps": p.n_steps, "batch_size": p.batch_size, "n_epochs": p.n_epochs,
+        "learning_rate": lr, "n_steps": p.n_steps, "batch_size": p.batch_size, "n_epochs": p.n_epochs,
         "gamma": p.gamma, "gae_lambda": p.gae_lambda, "clip_range": p.clip_range, "ent_coef": p.ent_coef,
         "vf_coef": p.vf_coef, "max_grad_norm": p.max_grad_norm,
         "policy_kwargs": {"net_arch": list(p.net_arch), "log_std_init": p.log_std_init},

@@ -1,0 +1,86 @@
+"""``embodied-ws doctor``: non-interactive triage of a log (rules, then optionally the local LLM)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from embodied_ws.assistant.rules import load_rules
+from embodied_ws.assistant.sources import read_chunks
+from embodied_ws.assistant.triage import Finding, Triage
+
+ERROR_LINE = re.compile(r"(?i)\b(error|fatal|exception|traceback|failed|cannot|not found|\[err\])\b")
+TAIL_LINES = 40
+
+
+def is_error_line(line: str) -> bool:
+    """Heuristic used to highlight lines and pick excerpts."""
+    return bool(ERROR_LINE.search(line))
+
+
+def triage_source(source: str, rule_files: list[Path] | None = None) -> tuple[Triage, list[str]]:
+    """Run the rules over a source; also keep the log's last lines (for the LLM's context)."""
+    t = Triage(load_rules(rule_files) if rule_files else None)
+    tail: deque[str] = deque(maxlen=TAIL_LINES)
+    for chunk in read_chunks(source):
+        t.feed(chunk)
+        tail.extend(chunk.data[-(1 << 16) :].decode("utf-8", "replace").splitlines())
+    return t, list(tail)
+
+
+def explain_with_llm(findings: list[Finding], tail: list[str], model: Path, question: str = "") -> dict[str, Any]:
+    """Ask the local model about the log; returns the plan, the answer and the (hidden) reasoning."""
+    from embodied_ws.assistant.llm import LocalLLM, split_think
+    from embodied_ws.assistant.planner import free_vram_bytes, plan, shape_from_gguf
+    from embodied_ws.assistant.prompt import error_excerpts, pack_context
+
+    shape = shape_from_gguf(model)
+    p = plan(shape, free_vram_bytes(), n_ctx=min(8192, shape.context_length))
+    llm = LocalLLM(model, n_ctx=p.n_ctx, n_gpu_layers=p.n_gpu_layers)
+    excerpts = error_excerpts(tail, is_error_line) or ["\n".join(tail[-15:])]
+    packed = pack_context(question, findings, excerpts, budget=max(256, p.n_ctx - 1024), count=llm.count_tokens)
+    text = "".join(llm.stream(packed.system, packed.user, max_tokens=768))
+    llm.close()
+    parts = split_think(text)
+    return {"model": str(model), "plan": p.message(shape), "n_gpu_layers": p.n_gpu_layers, "n_ctx": p.n_ctx,
+            "prompt_tokens": packed.tokens, "answer": parts.answer, "think": parts.think}  # fmt: skip
+
+
+def render_text(findings: list[Finding], llm: dict[str, Any] | None) -> str:
+    """Human-readable report."""
+    if not findings:
+        out = ["No known failure pattern found. Try `--llm` for the local model's reading of the log."]
+    else:
+        out = []
+        for i, f in enumerate(findings, 1):
+            r = f.rule
+            out.append(f"{i}. [{r.id}] {r.title}  (confidence {f.confidence:.0%}, {f.count} match(es))")
+            out.append(f"   cause: {r.cause}")
+            out += [f"   line {e.line}: {e.text.strip()[:200]}" for e in f.evidence[:3]]
+            out += [f"   fix: {x}" for x in r.fix]
+            out += [f"   verify: {x}" for x in r.verify]
+    if llm:
+        out.append(f"\nLLM ({llm['plan']}):")
+        if llm["think"]:
+            out.append(f"  [reasoning hidden: {len(llm['think'])} characters; --json shows it]")
+        out.append(llm["answer"])
+    return "\n".join(out)
+
+
+def run(source: str, as_json: bool, use_llm: bool, model: Path | None, rule_files: list[Path] | None) -> int:
+    """The ``doctor LOG`` verb."""
+    t, tail = triage_source(source, rule_files)
+    findings = t.findings()
+    llm = None
+    if use_llm:
+        from embodied_ws.assistant.download import default_model_path
+
+        llm = explain_with_llm(findings, tail, model or default_model_path())
+    if as_json:
+        print(json.dumps({"findings": [f.to_dict() for f in findings], "llm": llm, "lines": t.lines}))
+    else:
+        print(render_text(findings, llm))
+    return 0
