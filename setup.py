@@ -20,6 +20,7 @@ setup(
     name=PACKAGE,
     version="0.1.0",
     packages=find_packages(exclude=["tests", "tests.*"]),
+    package_data={"embodied_ws.assistant": ["rules/*.yaml"], "embodied_ws.tui": ["*.tcss"]},
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),

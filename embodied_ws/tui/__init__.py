@@ -1,0 +1,1 @@
+"""Textual terminal assistant over embodied_ws.assistant."""

@@ -1,0 +1,234 @@
+"""``embodied-ws assistant``: log view, triage cards, hypothesis checklist and local-LLM chat.
+
+Long work runs in workers (file loading, following a command, token streaming) that post results
+back to the UI thread, so the interface stays responsive on large logs. Commands typed in the
+input bar: ``/open PATH``, ``/follow CMD ...``, ``/paste TEXT``, ``/save PATH``; anything else is a
+question for the local model. Nothing the model says is ever executed.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Button, Footer, Header, Input, SelectionList, Static
+
+from embodied_ws.assistant.doctor import is_error_line
+from embodied_ws.assistant.redact import redact
+from embodied_ws.assistant.sources import follow_command, lines_of, read_chunks
+from embodied_ws.assistant.triage import Triage
+from embodied_ws.core.errors import UserError
+from embodied_ws.tui.widgets.cards import FindingCard
+from embodied_ws.tui.widgets.chat import ChatTurn
+from embodied_ws.tui.widgets.logview import LogView
+
+
+class AssistantApp(App[int]):
+    """The terminal debug assistant.
+
+    :param log: a log file or folder to open at start (optional)
+    :param model: GGUF model; without it (or when missing) the app runs rules-only
+    :param follow: a command to run and follow at start
+    """
+
+    CSS_PATH = "app.tcss"
+    TITLE = "embodied_ws assistant"
+    BINDINGS = [
+        Binding("n", "next_error", "next error"),
+        Binding("N", "prev_error", "previous error"),
+        Binding("t", "triage", "re-triage"),
+        Binding("ctrl+q", "quit", "quit"),
+    ]
+
+    def __init__(self, log: str | None = None, model: Path | None = None, follow: list[str] | None = None) -> None:
+        super().__init__()
+        self.log_source = log
+        self.model_path = model
+        self.follow = follow
+        self.triage = Triage()
+        self.llm = None
+        self.checked: set[str] = set()
+        self.turns: list[ChatTurn] = []
+
+    # ------------------------------------------------------------------ layout
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("", id="banner")
+        with Horizontal(id="main"):
+            yield LogView(id="log")
+            with Vertical(id="side"):
+                yield VerticalScroll(id="cards")
+                yield Static("[b]Hypotheses[/b] (tick what you checked)", id="checklist-title")
+                yield SelectionList[str](id="checklist")
+        yield VerticalScroll(id="chat")
+        yield Input(placeholder="ask the model, or /open PATH · /follow CMD · /paste TEXT · /save PATH", id="ask")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._load_model()
+        if self.log_source:
+            self.load_source(self.log_source)
+        if self.follow:
+            self.follow_cmd(self.follow)
+
+    # ------------------------------------------------------------------ model
+    def _load_model(self) -> None:
+        from embodied_ws.assistant.download import default_model_path
+
+        banner = self.query_one("#banner", Static)
+        path = self.model_path or default_model_path()
+        if not path.is_file():
+            banner.update(f"rules only: no model at {path} (fetch one with `embodied-ws assistant download`)")
+            banner.add_class("warn")
+            return
+        try:
+            from embodied_ws.assistant.llm import LocalLLM
+            from embodied_ws.assistant.planner import free_vram_bytes, plan, shape_from_gguf
+
+            shape = shape_from_gguf(path)
+            p = plan(shape, free_vram_bytes(), n_ctx=min(4096, shape.context_length))
+            self.llm = LocalLLM(path, n_ctx=p.n_ctx, n_gpu_layers=p.n_gpu_layers)
+            banner.update(f"model: {shape.name} · {p.message(shape)}")
+        except UserError as exc:
+            banner.update(f"rules only: {exc.line()}")
+            banner.add_class("warn")
+
+    # ------------------------------------------------------------------ sources (workers)
+    @work(thread=True, exclusive=True, group="source")
+    def load_source(self, source: str) -> None:
+        """Read a file/folder in chunks, streaming lines into the view and the triage."""
+        try:
+            for chunk in read_chunks(source):
+                lines = [text for _, text in lines_of(chunk)]
+                self.triage.feed(chunk)
+                self.call_from_thread(self._show_lines, lines)
+        except UserError as exc:
+            self.call_from_thread(self.notify, exc.line(), severity="error")
+        self.call_from_thread(self.refresh_findings)
+
+    @work(thread=True, exclusive=True, group="source")
+    def follow_cmd(self, argv: list[str]) -> None:
+        """Run a user-given command and follow its output live."""
+        batch: list[str] = []
+        try:
+            for line in follow_command(argv):
+                batch.append(line)
+                if len(batch) >= 20:
+                    self._flush_follow(batch)
+                    batch = []
+        except UserError as exc:
+            self.call_from_thread(self.notify, exc.line(), severity="error")
+        self._flush_follow(batch)
+
+    def _flush_follow(self, lines: list[str]) -> None:
+        if lines:
+            self.triage.feed_text("\n".join(lines), "<command>")
+            self.call_from_thread(self._show_lines, lines)
+            self.call_from_thread(self.refresh_findings)
+
+    def _show_lines(self, lines: list[str]) -> None:
+        self.query_one(LogView).add_lines(lines)
+
+    # ------------------------------------------------------------------ findings and checklist
+    def refresh_findings(self) -> None:
+        """Rebuild the cards and the hypothesis checklist from the current triage."""
+        cards = self.query_one("#cards", VerticalScroll)
+        cards.remove_children()
+        findings = self.triage.findings()
+        if not findings:
+            cards.mount(Static("No known failure pattern yet. Ask the model below.", classes="empty"))
+        cards.mount_all([FindingCard(f) for f in findings[:8]])
+        checklist = self.query_one("#checklist", SelectionList)
+        checklist.clear_options()
+        for f in findings[:8]:
+            for cmd in f.rule.verify:
+                checklist.add_option((f"{f.rule.id}: {cmd}", f"{f.rule.id}|{cmd}", f"{f.rule.id}|{cmd}" in self.checked))
+
+    @on(SelectionList.SelectedChanged, "#checklist")
+    def _ticked(self, event: SelectionList.SelectedChanged) -> None:
+        self.checked = set(event.selection_list.selected)
+
+    @on(Button.Pressed, ".copy")
+    def _copy(self, event: Button.Pressed) -> None:
+        card = event.button.parent
+        if isinstance(card, FindingCard):
+            self.copy_to_clipboard(card.fix_text())
+            self.notify("fix copied to the clipboard")
+
+    # ------------------------------------------------------------------ input bar
+    @on(Input.Submitted, "#ask")
+    def _submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        event.input.value = ""
+        if not text:
+            return
+        cmd, _, rest = text.partition(" ")
+        if cmd == "/open":
+            self.load_source(rest.strip())
+        elif cmd == "/follow":
+            self.follow_cmd(shlex.split(rest))
+        elif cmd == "/paste":
+            self.triage.feed_text(rest, "<paste>")
+            self._show_lines(rest.splitlines())
+            self.refresh_findings()
+        elif cmd == "/save":
+            self.save_session(Path(rest.strip() or "assistant-session.md"))
+        else:
+            self.ask(text)
+
+    def ask(self, question: str) -> None:
+        """Ask the local model about the log (rules-only mode says so)."""
+        turn = ChatTurn(question)
+        self.turns.append(turn)
+        self.query_one("#chat", VerticalScroll).mount(turn)
+        if self.llm is None:
+            turn.add("No local model loaded (rules only). Download one with `embodied-ws assistant download`.")
+            return
+        self.stream_answer(turn, question)
+
+    @work(thread=True, exclusive=True, group="llm")
+    def stream_answer(self, turn: ChatTurn, question: str) -> None:
+        """Pack the context and stream the model's tokens into ``turn``."""
+        from embodied_ws.assistant.prompt import error_excerpts, pack_context
+
+        lines = self.query_one(LogView).raw_lines
+        excerpts = error_excerpts(lines, is_error_line) or ["\n".join(lines[-15:])]
+        packed = pack_context(question, self.triage.findings(), excerpts, budget=max(256, self.llm.n_ctx - 600),
+                              count=self.llm.count_tokens)  # fmt: skip
+        for piece in self.llm.stream(packed.system, packed.user, max_tokens=256):
+            self.call_from_thread(turn.add, piece)
+
+    def save_session(self, path: Path) -> None:
+        """Write findings, ticked checks and the chat as Markdown, with secrets redacted."""
+        out = ["# embodied_ws assistant session", ""]
+        for f in self.triage.findings():
+            out.append(f"- **{f.rule.id}** ({f.confidence:.0%}): {f.rule.cause}")
+        out += ["", "## Checked", *[f"- [x] {c.replace('|', ': ')}" for c in sorted(self.checked)], "", "## Chat"]
+        for t in self.turns:
+            out += [f"**you:** {t.question}", "", t.text, ""]
+        path.write_text(redact("\n".join(out)))
+        self.notify(f"session saved to {path}")
+
+    # ------------------------------------------------------------------ actions
+    def action_next_error(self) -> None:
+        self.query_one(LogView).jump(+1)
+
+    def action_prev_error(self) -> None:
+        self.query_one(LogView).jump(-1)
+
+    def action_triage(self) -> None:
+        self.refresh_findings()
+
+    def on_unmount(self) -> None:
+        if self.llm is not None:
+            self.llm.close()
+
+
+def run_app(log: str | None, model: Path | None, follow: list[str] | None) -> int:
+    """Start the TUI (blocks until the user quits)."""
+    AssistantApp(log, model, follow).run()
+    return 0

@@ -1,0 +1,33 @@
+"""Triage cards: one per finding, with cause, fix steps, verify commands and a copy button."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Button, Static
+
+from embodied_ws.assistant.triage import Finding
+
+
+class FindingCard(Vertical):
+    """A finding rendered as a card."""
+
+    def __init__(self, finding: Finding, **kwargs) -> None:
+        super().__init__(classes="card", **kwargs)
+        self.finding = finding
+
+    def compose(self) -> ComposeResult:
+        f, r = self.finding, self.finding.rule
+        yield Static(f"[b]{r.title}[/b]  [dim]{r.id} · {f.confidence:.0%} · {f.count}×[/dim]", classes="card-title")
+        yield Static(r.cause, classes="card-cause")
+        ev = "\n".join(f"line {e.line}: {e.text.strip()[:160]}" for e in f.evidence[:3])
+        yield Static(ev, classes="card-evidence", markup=False)
+        yield Static("\n".join(f"• {x}" for x in r.fix), classes="card-fix", markup=False)
+        if r.verify:
+            yield Static("\n".join(f"$ {x}" for x in r.verify), classes="card-verify", markup=False)
+        yield Button("copy fix", id=f"copy-{r.id.replace('.', '-')}", classes="copy")
+
+    def fix_text(self) -> str:
+        """The fix steps and verify commands, for the clipboard."""
+        r = self.finding.rule
+        return "\n".join([*r.fix, *r.verify])
