@@ -88,7 +88,10 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
             print(json.dumps({"checks": [c.to_dict() for c in checks]}))
         else:
             for c in checks:
-                print(f"[{c.status:4}] {c.name}: {c.detail}" + (f"\n       fix: {c.fix}" if c.fix and c.status != "ok" else ""))
+                print(
+                    f"[{c.status:4}] {c.name}: {c.detail}"
+                    + (f"\n       fix: {c.fix}" if c.fix and c.status != "ok" else "")
+                )
         return 0
     if not args.log:
         raise UserError("give a log file, a folder, '-' for stdin, or --env", "doctor")

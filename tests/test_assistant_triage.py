@@ -17,12 +17,36 @@ from embodied_ws.assistant.triage import triage_chunks
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_LOGS = ROOT.parent / "shared" / "data" / "errorlogs"
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
-TAXONOMY = """build.ament-not-found build.setup-py build.python-deps build.package-config-missing
-ros.executable-not-found ros.package-not-found ros.rclpy-import ros.tf-extrapolation ros.qos-incompatible
-ros.dds-discovery ros.parameter-type cuda.oom cuda.arch-mismatch cuda.driver-too-old cuda.cpu-only-torch
-cuda.library-missing cuda.nccl mujoco.xml-parse mujoco.file-missing mujoco.unstable mujoco.gl-backend
-gazebo.bridge gazebo.install gazebo.plugin gazebo.resource-path llm.model-format python.numpy-version
-python.dependency-conflict""".split()
+TAXONOMY = [
+    "build.ament-not-found",
+    "build.setup-py",
+    "build.python-deps",
+    "build.package-config-missing",
+    "ros.executable-not-found",
+    "ros.package-not-found",
+    "ros.rclpy-import",
+    "ros.tf-extrapolation",
+    "ros.qos-incompatible",
+    "ros.dds-discovery",
+    "ros.parameter-type",
+    "cuda.oom",
+    "cuda.arch-mismatch",
+    "cuda.driver-too-old",
+    "cuda.cpu-only-torch",
+    "cuda.library-missing",
+    "cuda.nccl",
+    "mujoco.xml-parse",
+    "mujoco.file-missing",
+    "mujoco.unstable",
+    "mujoco.gl-backend",
+    "gazebo.bridge",
+    "gazebo.install",
+    "gazebo.plugin",
+    "gazebo.resource-path",
+    "llm.model-format",
+    "python.numpy-version",
+    "python.dependency-conflict",
+]
 
 
 def _top(path: Path) -> str | None:

@@ -56,7 +56,9 @@ def test_paste_and_save_session_redacts(tmp_path: Path) -> None:
         app = AssistantApp(None, model=tmp_path / "missing.gguf")
         async with app.run_test(size=(160, 50)) as pilot:
             app.query_one("#ask").focus()
-            app.query_one("#ask").value = "/paste RuntimeError: CUDA out of memory. token=hf_abcdefghijklmnopqrstuvwxyz123"
+            app.query_one(
+                "#ask"
+            ).value = "/paste RuntimeError: CUDA out of memory. token=hf_abcdefghijklmnopqrstuvwxyz123"
             await pilot.press("enter")
             await _settle(pilot, lambda: any(c.finding.rule.id == "cuda.oom" for c in app.query(FindingCard)))
             out = tmp_path / "session.md"

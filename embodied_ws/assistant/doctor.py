@@ -12,7 +12,9 @@ from embodied_ws.assistant.rules import load_rules
 from embodied_ws.assistant.sources import read_chunks
 from embodied_ws.assistant.triage import Finding, Triage
 
-ERROR_LINE = re.compile(r"(?i)\b(error|fatal|exception|traceback|failed|cannot|not found|\[err\])\b")
+ERROR_LINE = re.compile(
+    r"\b\w*(?:Error|Exception)\b|(?i:\b(?:error|fatal|traceback|failed|cannot|not found)\b)|\[Err\]"
+)
 TAIL_LINES = 40
 
 

@@ -45,7 +45,9 @@ class ModelShape:
 
 
 #: DeepSeek-R1-Distill-Qwen-32B (Qwen2.5-32B shape) at Q4_K_M: the assistant's default model
-R1_QWEN_32B_Q4 = ModelShape(32.8e9, 64, 8, 128, 131072, BITS_PER_WEIGHT["Q4_K_M"], "DeepSeek-R1-Distill-Qwen-32B Q4_K_M")
+R1_QWEN_32B_Q4 = ModelShape(
+    32.8e9, 64, 8, 128, 131072, BITS_PER_WEIGHT["Q4_K_M"], "DeepSeek-R1-Distill-Qwen-32B Q4_K_M"
+)
 
 
 @dataclass(frozen=True)

@@ -197,8 +197,14 @@ def validate(cfg: RunConfig) -> None:
         size = getattr(cfg.env, key)
         if len(size) != 2 or min(size) <= 0:
             raise ConfigError(f"must be [height, width], got {size}", f"env.{key}")
-    for key in ("checkpoint_every", "eval_every", "keep_checkpoints", "eval_episodes", "curriculum_steps",
-                "final_eval_episodes"):
+    for key in (
+        "checkpoint_every",
+        "eval_every",
+        "keep_checkpoints",
+        "eval_episodes",
+        "curriculum_steps",
+        "final_eval_episodes",
+    ):
         if getattr(cfg.train, key) < 0:
             raise ConfigError(f"must be >= 0, got {getattr(cfg.train, key)}", f"train.{key}")
 

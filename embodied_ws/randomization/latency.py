@@ -44,3 +44,25 @@ def add_noise(x: np.ndarray, std: np.ndarray, rng: np.random.Generator) -> np.nd
     if not std.any():
         return x
     return x + rng.standard_normal(x.shape) * std[:, None]
+
+
+class NoiseSource:
+    """Per-env Gaussian noise drawn in blocks of ``block`` steps (one RNG call per block, not per step).
+
+    :param rng: the stream the noise comes from (deterministic for a given seed)
+    :param shape: ``(n, dim)`` of one step's noise
+    """
+
+    def __init__(self, rng: np.random.Generator, shape: tuple[int, int], block: int = 256) -> None:
+        self.rng, self.shape, self.block = rng, shape, block
+        self._buf = np.empty((0, *shape))
+        self._i = 0
+
+    def add(self, x: np.ndarray, std_col: np.ndarray) -> np.ndarray:
+        """``x + noise * std_col`` where ``std_col`` is ``(n, 1)``."""
+        if self._i >= len(self._buf):
+            self._buf = self.rng.standard_normal((self.block, *self.shape))
+            self._i = 0
+        out = x + self._buf[self._i] * std_col
+        self._i += 1
+        return out

@@ -71,6 +71,7 @@ class RobotEnv(gym.Env):
             self.observation_space = state_space
         self._target_mocap = self._mocap_id("target")
         self._ones = np.ones(1, dtype=bool)
+        self._fresh_sensors = self.core.robot.ee_sensor_idx.size > 0
 
     # ------------------------------------------------------------------ gymnasium API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
@@ -94,6 +95,11 @@ class RobotEnv(gym.Env):
         data.ctrl[:] = ctrl[0]
         warnings = data.warning[_BADQACC].number
         mujoco.mj_step(self.model, data, nstep=self.core.frame_skip)
+        if self._fresh_sensors:
+            # mj_step leaves position sensors as computed before its last integration; observe the
+            # state we are in (as a robot's forward kinematics from measured joints would)
+            mujoco.mj_kinematics(self.model, data)
+            mujoco.mj_sensorPos(self.model, data)
         unstable = bad
         # MuJoCo resets the data itself on a bad acceleration and counts a warning; NaN/inf can still
         # slip through from bad model values, so check the state too (one sum is the cheap test).

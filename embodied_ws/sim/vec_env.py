@@ -65,6 +65,7 @@ class MujocoVecEnv(VecEnv):
         self.sensordata = np.zeros((n_envs, model.nsensordata))
         self._actions = np.zeros((n_envs, model.nu))
         self._views = [_EnvView(self.core, i) for i in range(n_envs)]
+        self._ee = self.core.robot.ee_sensor_idx
         # a MuJoCo auto-reset inside the period leaves the clock short of t0 + period
         self._period = self.core.control_dt * (1.0 - 1e-9)
         self.render_mode = None
@@ -93,6 +94,8 @@ class MujocoVecEnv(VecEnv):
         self.state = self._state_out[:, -1].copy()
         self.sensordata = self._sens_out[:, -1]
         qpos = self.state[:, 1 : 1 + self.nq]
+        if self._ee.size:
+            self._refresh_ee(qpos)
         qvel = self.state[:, 1 + self.nq : 1 + self.nq + self.nv]
         # MuJoCo resets an env's data on a bad acceleration (its clock goes back) or may yield NaN/inf.
         unstable = bad | (self.state[:, 0] < t0 + self._period) | ~np.isfinite(self.state).all(axis=1)
@@ -145,6 +148,16 @@ class MujocoVecEnv(VecEnv):
         mujoco.mj_getState(model, data, self.state[i], _STATE)
         self.sensordata[i] = data.sensordata
         return self.core.first_obs(i, data.qpos, data.qvel, data.sensordata).astype(np.float32)
+
+    def _refresh_ee(self, qpos: np.ndarray) -> None:
+        """Rollouts record sensors as computed before each step's integration; recompute the
+        end-effector position at the current state (same as RobotEnv and a robot's FK)."""
+        data, ee = self._scratch, self._ee
+        for i, model in enumerate(self.core.models):
+            data.qpos[:] = qpos[i]
+            mujoco.mj_kinematics(model, data)
+            mujoco.mj_sensorPos(model, data)
+            self.sensordata[i, ee] = data.sensordata[ee]
 
     def _get_indices(self, indices: VecEnvIndices) -> Iterable[int]:
         if indices is None:

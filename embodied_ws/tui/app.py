@@ -146,7 +146,9 @@ class AssistantApp(App[int]):
         checklist.clear_options()
         for f in findings[:8]:
             for cmd in f.rule.verify:
-                checklist.add_option((f"{f.rule.id}: {cmd}", f"{f.rule.id}|{cmd}", f"{f.rule.id}|{cmd}" in self.checked))
+                checklist.add_option(
+                    (f"{f.rule.id}: {cmd}", f"{f.rule.id}|{cmd}", f"{f.rule.id}|{cmd}" in self.checked)
+                )
 
     @on(SelectionList.SelectedChanged, "#checklist")
     def _ticked(self, event: SelectionList.SelectedChanged) -> None:

@@ -59,3 +59,10 @@ class Task(ABC):
 
 
 TASKS: Registry[type[Task]] = Registry("task")
+
+
+def as_index(idx: np.ndarray) -> slice | np.ndarray:
+    """A slice when ``idx`` is a contiguous ascending run (a view, cheaper than fancy indexing)."""
+    if idx.size and np.array_equal(idx, np.arange(idx[0], idx[0] + idx.size)):
+        return slice(int(idx[0]), int(idx[0]) + idx.size)
+    return idx

@@ -7,7 +7,7 @@ import numpy as np
 
 from embodied_ws.config.schema import TaskConfig
 from embodied_ws.sim.robot import Robot
-from embodied_ws.sim.tasks.base import TASKS, Task
+from embodied_ws.sim.tasks.base import TASKS, Task, as_index
 
 WORKSPACE_SAMPLES = 4096
 
@@ -58,7 +58,7 @@ class ReachTask(Task):
         self.nj = robot.qpos_idx.size
         self.obs_dim = 2 * self.nj + 9
         self.targets = workspace_targets(robot, cfg.target_min_z, cfg.target_joint_margin)
-        self._qi, self._vi, self._ei = robot.qpos_idx, robot.qvel_idx, robot.ee_sensor_idx
+        self._qi, self._vi, self._ei = (as_index(i) for i in (robot.qpos_idx, robot.qvel_idx, robot.ee_sensor_idx))
 
     def sample_goal(self, rng: np.random.Generator) -> np.ndarray:
         return self.targets[rng.integers(len(self.targets))].copy()
@@ -77,11 +77,12 @@ class ReachTask(Task):
         self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray, action: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         diff = sensordata[:, self._ei] - goal
-        dist = np.sqrt((diff * diff).sum(axis=1))
+        dist = np.sqrt(np.add.reduce(diff * diff, axis=1))
+        qd = qvel[:, self._vi]
         success = dist < self.cfg.success_threshold
         terms = {
             "distance": -self.cfg.distance_weight * dist,
-            "velocity": -self.cfg.velocity_weight * (qvel[:, self._vi] ** 2).sum(axis=1),
+            "velocity": -self.cfg.velocity_weight * np.add.reduce(qd * qd, axis=1),
             "success": self.cfg.success_bonus * success,
         }
         reward = terms["distance"] + terms["velocity"] + terms["success"]
