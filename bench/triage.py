@@ -74,29 +74,41 @@ def main() -> None:
         lines = make_log(log, args.mb)
         log_mb = log.stat().st_size / 1e6
         t = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "embodied_ws.cli", "doctor", str(log), "--json"],
-                              capture_output=True, text=True, check=True)  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-m", "embodied_ws.cli", "doctor", str(log), "--json"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         seconds = time.perf_counter() - t
         peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         found = {f["id"]: f["count"] for f in json.loads(proc.stdout)["findings"]}
         pats = Path(tmp) / "patterns.txt"
         pats.write_text("\n".join(grep_patterns()) + "\n")
         t = time.perf_counter()
-        g = subprocess.run(["grep", "-E", "-c", "-f", str(pats), str(log)], capture_output=True, text=True,
-                           env={**os.environ, "LC_ALL": "C"})  # fmt: skip
+        g = subprocess.run(
+            ["grep", "-E", "-c", "-f", str(pats), str(log)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "LC_ALL": "C"},
+        )
         grep_seconds = time.perf_counter() - t
-    print(json.dumps({
-        "log_mb": round(log_mb, 1),
-        "lines": lines,
-        "seconds": round(seconds, 3),
-        "peak_rss_mb": round(peak_mb, 1),
-        "lines_per_s": round(lines / seconds),
-        "grep_seconds": round(grep_seconds, 3),
-        "grep_lines_per_s": round(lines / grep_seconds),
-        "grep_matching_lines": int(g.stdout.strip() or 0),
-        "findings": found,
-        "vs_grep": round((lines / seconds) / (lines / grep_seconds), 3),
-    }))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "log_mb": round(log_mb, 1),
+                "lines": lines,
+                "seconds": round(seconds, 3),
+                "peak_rss_mb": round(peak_mb, 1),
+                "lines_per_s": round(lines / seconds),
+                "grep_seconds": round(grep_seconds, 3),
+                "grep_lines_per_s": round(lines / grep_seconds),
+                "grep_matching_lines": int(g.stdout.strip() or 0),
+                "findings": found,
+                "vs_grep": round((lines / seconds) / (lines / grep_seconds), 3),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

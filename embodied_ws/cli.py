@@ -121,8 +121,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="verb", required=True)
 
     def verb(name: str, fn: Callable[[argparse.Namespace], int], help_text: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help_text, description=help_text, epilog=EXAMPLES[name],
-                           formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+        p = sub.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            epilog=EXAMPLES[name],
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         p.set_defaults(fn=fn)
         p.add_argument("--json", action="store_true", help="print machine-readable JSON")
         return p

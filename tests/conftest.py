@@ -27,8 +27,11 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subpro
     """Run ``embodied-ws`` in a subprocess (the way users do)."""
     return subprocess.run(
         [sys.executable, "-m", "embodied_ws.cli", *args],
-        cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+        cwd=cwd or ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture

@@ -80,8 +80,10 @@ def test_split_think_while_streaming_and_done() -> None:
 
 
 def test_redaction() -> None:
-    text = ("HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz0123 password: hunter22 Authorization: Bearer abc.def.ghi "
-            "key AKIAABCDEFGHIJKLMNOP and ghp_abcdefghijklmnopqrstuvwxyz012345")  # fmt: skip
+    text = (
+        "HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz0123 password: hunter22 Authorization: Bearer abc.def.ghi "
+        "key AKIAABCDEFGHIJKLMNOP and ghp_abcdefghijklmnopqrstuvwxyz012345"
+    )
     out = redact(text)
     for secret in ("hf_abcdef", "hunter22", "abc.def.ghi", "AKIAABCDEFGHIJKLMNOP", "ghp_abcdef"):
         assert secret not in out

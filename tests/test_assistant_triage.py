@@ -81,8 +81,11 @@ def test_shared_error_logs_top_finding_share() -> None:
 def test_each_taxonomy_id_on_a_realistic_log(rule_id: str) -> None:
     candidates = [FIXTURES / f"{rule_id}.log"]
     if SHARED_LOGS.is_dir():
-        candidates += [SHARED_LOGS / r["file"] for r in csv.DictReader((SHARED_LOGS / "index.tsv").open(), delimiter="\t")
-                       if r["id"] == rule_id]  # fmt: skip
+        candidates += [
+            SHARED_LOGS / r["file"]
+            for r in csv.DictReader((SHARED_LOGS / "index.tsv").open(), delimiter="\t")
+            if r["id"] == rule_id
+        ]
     logs = [p for p in candidates if p.is_file()]
     assert logs, f"no test log for {rule_id}"
     for log in logs:
@@ -121,8 +124,14 @@ def test_doctor_json_from_stdin(cli) -> None:
     import sys
 
     log = (FIXTURES / "gazebo.plugin.log").read_text()
-    proc = subprocess.run([sys.executable, "-m", "embodied_ws.cli", "doctor", "-", "--json"], input=log,
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "embodied_ws.cli", "doctor", "-", "--json"],
+        input=log,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["llm"] is None

@@ -16,8 +16,11 @@ CASES = [("reach", []), ("cartpole", []), ("reach", ["env.robot=__reacher__"])]
 
 
 def _cfg(preset: str, overrides: list[str], reacher_xml: str):
-    return load_config(preset, [o.replace("__reacher__", reacher_xml) for o in overrides] + (
-        ["task.ee_body=", "task.target_min_z=null"] if overrides else []))  # fmt: skip
+    return load_config(
+        preset,
+        [o.replace("__reacher__", reacher_xml) for o in overrides]
+        + (["task.ee_body=", "task.target_min_z=null"] if overrides else []),
+    )
 
 
 @pytest.mark.parametrize("preset,overrides", CASES, ids=["arm3-reach", "cartpole-swingup", "gym-reacher-reach"])

@@ -25,10 +25,18 @@ ROOT = Path(__file__).resolve().parents[1]
 def short_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     """One short PPO run on the default reach task, shared by the tests below."""
     runs = tmp_path_factory.mktemp("runs")
-    cfg = load_config("reach", [
-        "dr=none", "train.total_timesteps=160000", "train.eval_every=20000", "train.eval_episodes=64",
-        "train.checkpoint_every=40000", "train.target_success=null", "train.curriculum_steps=0",
-    ])  # fmt: skip
+    cfg = load_config(
+        "reach",
+        [
+            "dr=none",
+            "train.total_timesteps=160000",
+            "train.eval_every=20000",
+            "train.eval_episodes=64",
+            "train.checkpoint_every=40000",
+            "train.target_success=null",
+            "train.curriculum_steps=0",
+        ],
+    )
     summary = train(cfg, "short", runs, progress=False)
     return runs / "short", summary
 
@@ -46,8 +54,15 @@ def test_short_ppo_run_improves_reach_success(short_run: tuple[Path, dict]) -> N
 
 def test_run_folder_has_report_curves_tensorboard_and_policy(short_run: tuple[Path, dict]) -> None:
     run, summary = short_run
-    for f in ("config.yaml", "report.md", "summary.json", "eval_success.png", "train_return.png",
-              "policy/policy.safetensors", "policy/policy.json"):  # fmt: skip
+    for f in (
+        "config.yaml",
+        "report.md",
+        "summary.json",
+        "eval_success.png",
+        "train_return.png",
+        "policy/policy.safetensors",
+        "policy/policy.json",
+    ):
         assert (run / f).is_file(), f
     assert list((run / "tb").rglob("events.out.tfevents*"))
     report = (run / "report.md").read_text()
@@ -109,9 +124,26 @@ def test_eval_writes_metrics_and_video(short_run: tuple[Path, dict], cli) -> Non
 
 
 def _train_cmd(runs: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "embodied_ws.cli", "train", "--name", "crash", "--runs", str(runs), "--json",
-            "--set", "train.total_timesteps=40960", "--set", "train.checkpoint_every=4096",
-            "--set", "train.eval_every=0", "--set", "train.n_envs=8", *extra]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "embodied_ws.cli",
+        "train",
+        "--name",
+        "crash",
+        "--runs",
+        str(runs),
+        "--json",
+        "--set",
+        "train.total_timesteps=40960",
+        "--set",
+        "train.checkpoint_every=4096",
+        "--set",
+        "train.eval_every=0",
+        "--set",
+        "train.n_envs=8",
+        *extra,
+    ]
 
 
 def test_kill_9_then_resume_continues_from_last_checkpoint(tmp_path: Path) -> None:
@@ -143,11 +175,27 @@ def test_kill_9_then_resume_continues_from_last_checkpoint(tmp_path: Path) -> No
 
 
 def test_foreign_mjcf_trains_by_path(cli, reacher_xml: str, tmp_path: Path) -> None:
-    sets = ["task.ee_body=", "task.target_min_z=null", "train.total_timesteps=4096", "train.n_envs=8",
-            "train.eval_every=2048"]  # fmt: skip
+    sets = [
+        "task.ee_body=",
+        "task.target_min_z=null",
+        "train.total_timesteps=4096",
+        "train.n_envs=8",
+        "train.eval_every=2048",
+    ]
     args = [a for s in sets for a in ("--set", s)]
-    proc = cli("train", "--robot", reacher_xml, "--task", "reach", "--name", "reacher", "--runs", str(tmp_path),
-               "--json", *args)  # fmt: skip
+    proc = cli(
+        "train",
+        "--robot",
+        reacher_xml,
+        "--task",
+        "reach",
+        "--name",
+        "reacher",
+        "--runs",
+        str(tmp_path),
+        "--json",
+        *args,
+    )
     assert proc.returncode == 0, proc.stderr
     meta = json.loads((tmp_path / "reacher" / "policy" / "policy.json").read_text())
     assert meta["ee_body"] == "fingertip" and meta["joints"]["names"] == ["joint0", "joint1"]

@@ -10,12 +10,41 @@ from pathlib import Path
 
 import numpy as np
 
-WORDS = ["the", "check", "ros", "node", "cuda", "driver", "build", "source", "setup", "error", "fix", "run",
-         "colcon", "topic", "model", "memory", "step", "version", "install", "path"]  # fmt: skip
+WORDS = [
+    "the",
+    "check",
+    "ros",
+    "node",
+    "cuda",
+    "driver",
+    "build",
+    "source",
+    "setup",
+    "error",
+    "fix",
+    "run",
+    "colcon",
+    "topic",
+    "model",
+    "memory",
+    "step",
+    "version",
+    "install",
+    "path",
+]
 
 
-def build_tiny_gguf(path: Path, n_embd: int = 64, n_layer: int = 2, n_head: int = 4, n_head_kv: int = 2,
-                    n_ff: int = 128, n_ctx: int = 512, seed: int = 0, chat_template: str | None = None) -> Path:  # fmt: skip
+def build_tiny_gguf(
+    path: Path,
+    n_embd: int = 64,
+    n_layer: int = 2,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    n_ff: int = 128,
+    n_ctx: int = 512,
+    seed: int = 0,
+    chat_template: str | None = None,
+) -> Path:
     """Write the model to ``path`` and return it."""
     import gguf
 

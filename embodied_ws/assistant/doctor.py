@@ -47,8 +47,15 @@ def explain_with_llm(findings: list[Finding], tail: list[str], model: Path, ques
     text = "".join(llm.stream(packed.system, packed.user, max_tokens=768))
     llm.close()
     parts = split_think(text)
-    return {"model": str(model), "plan": p.message(shape), "n_gpu_layers": p.n_gpu_layers, "n_ctx": p.n_ctx,
-            "prompt_tokens": packed.tokens, "answer": parts.answer, "think": parts.think}  # fmt: skip
+    return {
+        "model": str(model),
+        "plan": p.message(shape),
+        "n_gpu_layers": p.n_gpu_layers,
+        "n_ctx": p.n_ctx,
+        "prompt_tokens": packed.tokens,
+        "answer": parts.answer,
+        "think": parts.think,
+    }
 
 
 def render_text(findings: list[Finding], llm: dict[str, Any] | None) -> str:

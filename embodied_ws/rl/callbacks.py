@@ -191,9 +191,14 @@ class RichProgress(BaseCallback):
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
         self._progress = Progress(
-            TextColumn("[bold]train"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,} steps"),
-            TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), TimeRemainingColumn(), transient=False,
-        )  # fmt: skip
+            TextColumn("[bold]train"),
+            BarColumn(),
+            TextColumn("{task.completed:,}/{task.total:,} steps"),
+            TextColumn("{task.fields[stats]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            transient=False,
+        )
         self._progress.start()
         self._task = self._progress.add_task("train", total=self.total, completed=self.model.num_timesteps, stats="")
 

@@ -31,8 +31,10 @@ def evaluate_run(
     policy = ExportedPolicy(run_dir / "policy")
     env = RobotEnv(cfg, load_dr(cfg.dr), render_mode="rgb_array" if video else None, seed=seed)
     if policy.obs_size != env.observation_space.shape[0]:
-        raise UserError(f"policy expects {policy.obs_size} observations, env gives {env.observation_space.shape[0]}",
-                        str(run_dir / "policy" / "policy.json"))  # fmt: skip
+        raise UserError(
+            f"policy expects {policy.obs_size} observations, env gives {env.observation_space.shape[0]}",
+            str(run_dir / "policy" / "policy.json"),
+        )
     frames: list[np.ndarray] = []
     returns, successes, final_dist = [], [], []
     iterator = track(range(episodes), description="eval") if progress else range(episodes)

@@ -60,8 +60,14 @@ def write_report(
 
     pngs = []
     if evals:
-        _plot(run_dir / "eval_success.png", [e["step"] for e in evals], [e["success_rate"] for e in evals],
-              "env steps", "success rate", "Evaluation success (DR on)")  # fmt: skip
+        _plot(
+            run_dir / "eval_success.png",
+            [e["step"] for e in evals],
+            [e["success_rate"] for e in evals],
+            "env steps",
+            "success rate",
+            "Evaluation success (DR on)",
+        )
         pngs.append("eval_success.png")
     if episodes:
         k = max(1, len(episodes) // 200)

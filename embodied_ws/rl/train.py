@@ -34,12 +34,21 @@ def ppo_kwargs(cfg: RunConfig) -> dict[str, Any]:
 
         lr = LinearSchedule(p.learning_rate, 0.0, 1.0)  # SB3 passes the remaining progress 1 → 0
     return {
-        "learning_rate": lr, "n_steps": p.n_steps, "batch_size": p.batch_size, "n_epochs": p.n_epochs,
-        "gamma": p.gamma, "gae_lambda": p.gae_lambda, "clip_range": p.clip_range, "ent_coef": p.ent_coef,
-        "vf_coef": p.vf_coef, "max_grad_norm": p.max_grad_norm,
+        "learning_rate": lr,
+        "n_steps": p.n_steps,
+        "batch_size": p.batch_size,
+        "n_epochs": p.n_epochs,
+        "gamma": p.gamma,
+        "gae_lambda": p.gae_lambda,
+        "clip_range": p.clip_range,
+        "ent_coef": p.ent_coef,
+        "vf_coef": p.vf_coef,
+        "max_grad_norm": p.max_grad_norm,
         "policy_kwargs": {"net_arch": list(p.net_arch), "log_std_init": p.log_std_init},
-        "device": resolve_device(p.device), "seed": cfg.train.seed, "verbose": 0,
-    }  # fmt: skip
+        "device": resolve_device(p.device),
+        "seed": cfg.train.seed,
+        "verbose": 0,
+    }
 
 
 def make_training_env(cfg: RunConfig, dr: Any) -> tuple[Any, VecTimer]:
@@ -160,13 +169,18 @@ def train(
         "final_eval": final,
         "target_success": cfg.train.target_success,
         "physics_resets": bar.physics_resets,
-        "time": times.summary(int(model.num_timesteps) - (cfg.train.total_timesteps - remaining), {
-            "eval": evals.seconds if evals else 0.0, "checkpoint": checkpoints.seconds}),
-        "hardware": hardware_summary(str(model.device), sum(p.numel() for p in model.policy.parameters()),
-                                     getattr(venv.unwrapped, "nthread", os.cpu_count() or 1)),
+        "time": times.summary(
+            int(model.num_timesteps) - (cfg.train.total_timesteps - remaining),
+            {"eval": evals.seconds if evals else 0.0, "checkpoint": checkpoints.seconds},
+        ),
+        "hardware": hardware_summary(
+            str(model.device),
+            sum(p.numel() for p in model.policy.parameters()),
+            getattr(venv.unwrapped, "nthread", os.cpu_count() or 1),
+        ),
         "evals": evals.history if evals else [],
         "config": to_dict(cfg),
-    }  # fmt: skip
+    }
     write_report(run_dir, summary, summary["evals"], bar.episodes)
     venv.close()
     if eval_env:

@@ -88,9 +88,15 @@ class MujocoVecEnv(VecEnv):
         self._ctrl[:] = ctrl[:, None, :]
         t0 = self.state[:, 0].copy()
         self._rollout.rollout(
-            core.models, self._datas, self.state, self._ctrl,
-            nstep=core.frame_skip, state=self._state_out, sensordata=self._sens_out, skip_checks=True,
-        )  # fmt: skip
+            core.models,
+            self._datas,
+            self.state,
+            self._ctrl,
+            nstep=core.frame_skip,
+            state=self._state_out,
+            sensordata=self._sens_out,
+            skip_checks=True,
+        )
         self.state = self._state_out[:, -1].copy()
         self.sensordata = self._sens_out[:, -1]
         qpos = self.state[:, 1 : 1 + self.nq]

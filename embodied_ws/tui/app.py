@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import ClassVar
 
 from textual import on, work
 from textual.app import App, ComposeResult
@@ -37,7 +38,7 @@ class AssistantApp(App[int]):
 
     CSS_PATH = "app.tcss"
     TITLE = "embodied_ws assistant"
-    BINDINGS = [
+    BINDINGS: ClassVar[list[Binding]] = [
         Binding("n", "next_error", "next error"),
         Binding("N", "prev_error", "previous error"),
         Binding("t", "triage", "re-triage"),
@@ -199,8 +200,13 @@ class AssistantApp(App[int]):
 
         lines = self.query_one(LogView).raw_lines
         excerpts = error_excerpts(lines, is_error_line) or ["\n".join(lines[-15:])]
-        packed = pack_context(question, self.triage.findings(), excerpts, budget=max(256, self.llm.n_ctx - 600),
-                              count=self.llm.count_tokens)  # fmt: skip
+        packed = pack_context(
+            question,
+            self.triage.findings(),
+            excerpts,
+            budget=max(256, self.llm.n_ctx - 600),
+            count=self.llm.count_tokens,
+        )
         for piece in self.llm.stream(packed.system, packed.user, max_tokens=256):
             self.call_from_thread(turn.add, piece)
 
