@@ -35,5 +35,12 @@ setup(
     description="ROS 2 training-workstation toolkit for embodied robot learning",
     license="Apache-2.0",
     python_requires=">=3.12",
-    entry_points={"console_scripts": ["embodied-ws = embodied_ws.cli:main"]},
+    entry_points={
+        "console_scripts": [
+            "embodied-ws = embodied_ws.cli:main",
+            "mujoco_sim_node = embodied_ws.ros.nodes.mujoco_sim_node:main",
+            "trainer_node = embodied_ws.ros.nodes.trainer_node:main",
+            "lossy_relay = embodied_ws.ros.nodes.lossy_relay:main",
+        ]
+    },
 )

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from embodied_ws.core.errors import EXIT_USER_ERROR, UserError
+from embodied_ws.core.errors import EXIT_ENV_LOST, EXIT_USER_ERROR, EnvLost, UserError
 
 EXAMPLES = {
     "train": "example: embodied-ws train --config reach --name reach1 --set train.total_timesteps=200000",
@@ -172,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(exc.line(), file=sys.stderr)
         return EXIT_USER_ERROR
+    except EnvLost as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ENV_LOST
 
 
 if __name__ == "__main__":

@@ -179,8 +179,16 @@ def validate(cfg: RunConfig) -> None:
     for key, get in _POSITIVE.items():
         if get(cfg) <= 0:
             raise ConfigError(f"must be > 0, got {get(cfg)}", key)
-    if cfg.train.vec_env not in ("mujoco", "subproc", "dummy"):
-        raise ConfigError(f"must be mujoco, subproc or dummy, got {cfg.train.vec_env!r}", "train.vec_env")
+    if cfg.train.vec_env not in ("mujoco", "subproc", "dummy", "ros"):
+        raise ConfigError(f"must be mujoco, subproc, dummy or ros, got {cfg.train.vec_env!r}", "train.vec_env")
+    if cfg.train.vec_env == "ros" and cfg.train.n_envs != 1:
+        raise ConfigError(
+            f"the ROS-topic env drives one simulator: set train.n_envs=1 (got {cfg.train.n_envs})", "train.n_envs"
+        )
+    if cfg.ros.mode not in ("lockstep", "realtime"):
+        raise ConfigError(f"must be lockstep or realtime, got {cfg.ros.mode!r}", "ros.mode")
+    if cfg.ros.on_lost not in ("stop", "wait"):
+        raise ConfigError(f"must be stop or wait, got {cfg.ros.on_lost!r}", "ros.on_lost")
     if not 0.0 <= cfg.task.target_joint_margin < 0.5:
         raise ConfigError(f"must be in [0, 0.5), got {cfg.task.target_joint_margin}", "task.target_joint_margin")
     if cfg.env.action_mode not in ("delta", "absolute"):

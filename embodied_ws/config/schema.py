@@ -121,6 +121,32 @@ class TrainConfig:
 
 
 @dataclass
+class RosConfig:
+    """The ROS-topic env (``train.vec_env: ros``): how it talks to a simulator or robot on the topic contract.
+
+    :param mode: ``lockstep`` (one control period per command, wait for the new state) or ``realtime``
+    :param sim_node: node serving ``~/reset`` (empty: no reset service, e.g. a real robot)
+    :param controller: ros2_control controller name; commands go to ``/<controller>/commands``
+    :param command_topic: override of the command topic (e.g. through a relay)
+    :param timeout_s: how long to wait for a state before re-sending the command (lockstep)
+    :param retries: re-sends before the simulator counts as lost
+    :param on_lost: ``stop`` (checkpoint and stop training) or ``wait`` (wait for it to come back)
+    :param lost_wait_s: how long ``wait`` waits
+    :param stale_s: realtime: a state older than this is stale (counted; lost after ``timeout_s``)
+    """
+
+    mode: str = "lockstep"
+    sim_node: str = "/mujoco_sim_node"
+    controller: str = "joint_group_position_controller"
+    command_topic: str = ""
+    timeout_s: float = 1.0
+    retries: int = 3
+    on_lost: str = "stop"
+    lost_wait_s: float = 30.0
+    stale_s: float = 0.2
+
+
+@dataclass
 class RunConfig:
     """A whole run: env, task, DR (a file under ``config/dr`` or an inline mapping), PPO and training."""
 
@@ -129,3 +155,4 @@ class RunConfig:
     dr: Any = "default"
     ppo: PPOConfig = field(default_factory=PPOConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    ros: RosConfig = field(default_factory=RosConfig)

@@ -30,5 +30,17 @@ class ModelError(UserError):
     """An MJCF model cannot be found, parsed or used."""
 
 
+class EnvLost(Exception):
+    """The simulator or robot behind an env stopped answering (training saves and stops: exit code 3)."""
+
+    def __init__(self, what: str, topic: str) -> None:
+        self.what = what
+        self.topic = topic
+        super().__init__(f"{topic}: {what}")
+
+
+EXIT_ENV_LOST = 3
+
+
 class UnknownNameError(UserError):
     """A name (robot, task, DR parameter ...) is not registered."""

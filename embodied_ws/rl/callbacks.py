@@ -225,3 +225,4 @@ class RichProgress(BaseCallback):
         if self._progress is not None:
             self._progress.update(self._task, completed=self.model.num_timesteps)
             self._progress.stop()
+            self._progress = None

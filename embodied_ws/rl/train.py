@@ -13,7 +13,7 @@ import yaml
 from embodied_ws.config.loader import load_dr, to_dict
 from embodied_ws.config.schema import RunConfig
 from embodied_ws.core.atomic import write_bytes_atomic
-from embodied_ws.core.errors import UserError
+from embodied_ws.core.errors import EnvLost, UserError
 from embodied_ws.rl import callbacks as cb
 from embodied_ws.rl.checkpoint import latest_checkpoint, load_vecnormalize, read_state, restore_rng
 from embodied_ws.rl.vec import VecTimer, load_core_state, make_vec_env
@@ -68,7 +68,12 @@ def save_run_config(run_dir: Path, cfg: RunConfig) -> None:
 
 
 def train(
-    cfg: RunConfig, name: str, runs_root: Path = Path("runs"), resume: bool = False, progress: bool = True
+    cfg: RunConfig,
+    name: str,
+    runs_root: Path = Path("runs"),
+    resume: bool = False,
+    progress: bool = True,
+    extra_callbacks: list[Any] | None = None,
 ) -> dict[str, Any]:
     """Train PPO as configured; returns the run summary (also in ``runs/<name>/summary.json``).
 
@@ -76,6 +81,7 @@ def train(
     :param name: run name (folder under ``runs_root``)
     :param resume: continue from the run's latest checkpoint
     :param progress: show a rich progress bar
+    :param extra_callbacks: more SB3 callbacks (the trainer node's progress and service hooks)
     """
     import torch
     from stable_baselines3 import PPO
@@ -95,7 +101,8 @@ def train(
         torch.set_num_threads(1)  # the sim threads own the cores; a 64×64 MLP gains nothing from more
 
     venv, timer = make_training_env(cfg, dr)
-    eval_kind = "mujoco" if cfg.train.vec_env == "mujoco" else "dummy"
+    # evaluation runs in-process (the ROS simulator serves the training env only)
+    eval_kind = "dummy" if cfg.train.vec_env in ("subproc", "dummy") else "mujoco"
     eval_env = (
         make_vec_env(cfg, dr, cfg.train.eval_episodes, cfg.train.seed + 10_000, eval_kind)
         if cfg.train.eval_every
@@ -137,13 +144,27 @@ def train(
     checkpoints = cb.CheckpointEvery(ckpt_root, cfg.train.checkpoint_every, cfg.train.keep_checkpoints, extra)
     times = cb.TimeBreakdown(timer)
     callbacks = [times, curriculum, checkpoints, bar] + ([evals] if evals else [])
+    for extra_cb in extra_callbacks or []:
+        if hasattr(extra_cb, "attach"):
+            extra_cb.attach(checkpoints)
     remaining = cfg.train.total_timesteps - int(model.num_timesteps)
-    interrupted = False
+    interrupted: str | bool = False
     try:
         if remaining > 0:
-            model.learn(remaining, callback=callbacks, reset_num_timesteps=False)
+            model.learn(remaining, callback=[*callbacks, *(extra_callbacks or [])], reset_num_timesteps=False)
     except KeyboardInterrupt:
-        interrupted = True
+        interrupted = "keyboard interrupt"
+    except EnvLost as exc:
+        bar._on_training_end()
+        path = checkpoints.save()
+        venv.close()
+        if eval_env:
+            eval_env.close()
+        raise EnvLost(
+            f"{exc.what}; checkpoint saved at {path} (step {model.num_timesteps}); "
+            "resume with --resume once the simulator is back",
+            exc.topic,
+        ) from None
     finally:
         bar._on_training_end()
     final = None

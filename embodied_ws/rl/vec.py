@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import time
 from typing import Any
 
@@ -30,6 +31,10 @@ class VecTimer(VecEnvWrapper):
         return out
 
 
+#: backends living in packages with heavy or optional imports (rclpy), loaded by name when used
+EXTERNAL_BACKENDS = {"ros": "embodied_ws.ros.topic_env:make_ros_vec_env"}
+
+
 def _robot_env_factory(cfg: RunConfig, dr: DRSpec, seed: int) -> Any:
     def make() -> Any:
         from embodied_ws.sim.env import RobotEnv
@@ -45,6 +50,9 @@ def make_vec_env(cfg: RunConfig, dr: DRSpec, n_envs: int, seed: int, kind: str |
     :param kind: ``mujoco`` (batched rollout), ``subproc`` or ``dummy``; defaults to ``cfg.train.vec_env``
     """
     kind = kind or cfg.train.vec_env
+    if kind in EXTERNAL_BACKENDS:
+        module, func = EXTERNAL_BACKENDS[kind].split(":")
+        return getattr(importlib.import_module(module), func)(cfg, dr, n_envs, seed)
     if kind == "mujoco":
         from embodied_ws.sim.vec_env import MujocoVecEnv
 

@@ -1,0 +1,1 @@
+"""The only package that imports rclpy: conversions, parameters, QoS, the ROS-topic env and the nodes."""

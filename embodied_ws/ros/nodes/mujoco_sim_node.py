@@ -1,0 +1,182 @@
+"""mujoco_sim_node: a registered robot/task (or an MJCF path) in MuJoCo behind the ROS 2 topic contract.
+
+Publishes ``/joint_states`` (stamped with sim time), ``/clock``, the task observation on
+``/embodied/task`` (latched; ``layout.data_offset`` = episode id) and optionally the camera; takes
+actuator commands on ``/<controller>/commands``; serves ``~/reset`` and ``~/set_pause``.
+``mode: lockstep`` advances exactly one control period per command (training); ``realtime`` steps
+on a timer at ``real_time_factor`` × real time with the latest command. Physics DR is applied on reset.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import mujoco
+import numpy as np
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import Float64MultiArray
+from std_srvs.srv import SetBool, Trigger
+
+from embodied_ws.config.loader import load_config, load_dr
+from embodied_ws.core.errors import UserError
+from embodied_ws.ros import conversions as conv
+from embodied_ws.ros import qos
+from embodied_ws.ros.params import config_overrides, declare_config
+from embodied_ws.sim.core import EnvCore
+
+#: node-level parameters (config fields are declared too, as ``env.robot``, ``env.task`` ...)
+PARAMETERS = {
+    "config": "reach",
+    "mode": "realtime",
+    "real_time_factor": 1.0,
+    "seed": 0,
+    "controller": "joint_group_position_controller",
+    "publish_camera": False,
+}
+
+
+def published_joints(model: mujoco.MjModel) -> list[int]:
+    """Hinge and slide joints (what /joint_states carries; free/ball joints are not in the contract)."""
+    kinds = (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE)
+    return [j for j in range(model.njnt) if mujoco.mjtJoint(int(model.jnt_type[j])) in kinds]
+
+
+class MujocoSimNode(Node):
+    """The simulator side of the topic contract."""
+
+    def __init__(self) -> None:
+        super().__init__("mujoco_sim_node")
+        for name, default in PARAMETERS.items():
+            self.declare_parameter(name, default)
+        base = load_config(self.get_parameter("config").value)
+        declare_config(self, base)
+        cfg = load_config(self.get_parameter("config").value, config_overrides(self, base))
+        self.mode = self.get_parameter("mode").value
+        if self.mode not in ("lockstep", "realtime"):
+            raise UserError(f"mode must be lockstep or realtime, got {self.mode!r}", "mode")
+        self.core = EnvCore(cfg, load_dr(cfg.dr), 1, int(self.get_parameter("seed").value))
+        self.model = self.core.models[0]
+        self.data = mujoco.MjData(self.model)
+        self.joints = published_joints(self.model)
+        self.joint_names = [mujoco.mj_id2name(self.model, mujoco.mjtObj.mjOBJ_JOINT, j) for j in self.joints]
+        self._qadr = np.array([self.model.jnt_qposadr[j] for j in self.joints], dtype=np.int64)
+        self._vadr = np.array([self.model.jnt_dofadr[j] for j in self.joints], dtype=np.int64)
+        self.episode = 0
+        self.steps = 0
+        self.paused = False
+        self._ctrl = np.zeros(self.model.nu)
+
+        controller = self.get_parameter("controller").value
+        self.pub_state = self.create_publisher(JointState, "/joint_states", qos.STATE)
+        self.pub_clock = self.create_publisher(Clock, "/clock", qos.STATE)
+        self.pub_task = self.create_publisher(Float64MultiArray, "/embodied/task", qos.LATCHED)
+        self.pub_image = None
+        if self.get_parameter("publish_camera").value:
+            self.pub_image = self.create_publisher(Image, "/camera/image_raw", qos.SENSOR)
+            h, w = cfg.env.image_size
+            self._renderer = mujoco.Renderer(self.model, h, w)
+        self.create_subscription(Float64MultiArray, f"/{controller}/commands", self._on_command, qos.COMMAND)
+        self.create_service(Trigger, "~/reset", self._on_reset)
+        self.create_service(SetBool, "~/set_pause", self._on_pause)
+        # start at the nominal pose; episodes (and their DR/goal draws) begin with ~/reset, so a
+        # client seeded like this node sees exactly the episodes an in-process env would
+        mujoco.mj_forward(self.model, self.data)
+        self._ctrl = self.core.ctrl_mid + self.core.ctrl_half * self.core.hold_action(self.data.qpos)
+        self._publish()
+        if self.mode == "realtime":
+            rtf = float(self.get_parameter("real_time_factor").value)
+            self.create_timer(self.core.control_dt / max(rtf, 1e-6), self._tick)
+        self.get_logger().info(
+            f"{self.core.robot.name}/{cfg.env.task} in {self.mode} mode, {len(self.joints)} joints, "
+            f"{1.0 / self.core.control_dt:.0f} Hz control, commands on /{controller}/commands"
+        )
+
+    # ------------------------------------------------------------------ simulation
+    def reset_episode(self) -> None:
+        """New episode: DR into the model, goal, initial state; publish state and task."""
+        qpos = self.core.begin_episode(0)
+        mujoco.mj_resetData(self.model, self.data)
+        self.data.qpos[:] = qpos
+        self._ctrl = self.core.ctrl_mid + self.core.ctrl_half * self.core.hold_action(qpos)
+        self.data.ctrl[:] = self._ctrl
+        mujoco.mj_forward(self.model, self.data)
+        self.episode += 1
+        self.steps = 0
+        self.pub_task.publish(conv.float_array(self.core.goal[0], "goal", self.episode))
+        self._publish()
+
+    def step(self) -> None:
+        """Advance one control period with the current command and publish."""
+        self.data.ctrl[:] = self._ctrl
+        mujoco.mj_step(self.model, self.data, nstep=self.core.frame_skip)
+        self.steps += 1
+        self._publish()
+
+    def _publish(self) -> None:
+        d, t = self.data, self.data.time
+        effort = d.qfrc_actuator[self._vadr]
+        self.pub_state.publish(conv.joint_state(self.joint_names, d.qpos[self._qadr], d.qvel[self._vadr], effort, t))
+        self.pub_clock.publish(Clock(clock=conv.to_time(t)))
+        if self.pub_image is not None:
+            self._renderer.update_scene(d)
+            rgb = self._renderer.render()
+            img = Image(height=rgb.shape[0], width=rgb.shape[1], encoding="rgb8", step=rgb.shape[1] * 3)
+            img.header.stamp = conv.to_time(t)
+            img.data = rgb.tobytes()
+            self.pub_image.publish(img)
+
+    # ------------------------------------------------------------------ callbacks
+    def _on_command(self, msg: Float64MultiArray) -> None:
+        values = conv.array_of(msg)
+        if values.size != self.model.nu:
+            self.get_logger().warn(f"command has {values.size} values, expected {self.model.nu}; ignored")
+            return
+        if not np.isfinite(values).all():
+            self.get_logger().warn("non-finite command ignored")
+            return
+        self._ctrl = np.clip(values, self.core.robot.ctrl_low, self.core.robot.ctrl_high)
+        if self.mode == "lockstep" and not self.paused:
+            self.step()
+
+    def _tick(self) -> None:
+        if not self.paused:
+            self.step()
+
+    def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        self.reset_episode()
+        response.success = True
+        response.message = f"episode {self.episode}"
+        return response
+
+    def _on_pause(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
+        self.paused = bool(request.data)
+        response.success = True
+        response.message = "paused" if self.paused else "running"
+        return response
+
+
+def main(args: list[str] | None = None) -> int:
+    """Entry point (``ros2 run embodied_ws mujoco_sim_node``)."""
+    rclpy.init(args=args)
+    try:
+        node = MujocoSimNode()
+    except UserError as exc:
+        print(exc.line(), file=sys.stderr)
+        rclpy.try_shutdown()
+        return 2
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

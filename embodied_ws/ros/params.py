@@ -1,0 +1,47 @@
+"""ROS parameters declared from the config dataclasses (``env.robot``, ``train.total_timesteps`` ...)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from typing import Any
+
+from rclpy.node import Node
+
+from embodied_ws.config.schema import RunConfig
+
+
+def flat_fields(cfg: RunConfig) -> dict[str, Any]:
+    """``section.field -> value`` for every simple field (str, int, float, bool, list of int)."""
+    out: dict[str, Any] = {}
+    for section in dataclasses.fields(cfg):
+        value = getattr(cfg, section.name)
+        if not dataclasses.is_dataclass(value):
+            out[section.name] = "" if value is None else str(value)
+            continue
+        hints = typing.get_type_hints(type(value))
+        for f in dataclasses.fields(value):
+            v = getattr(value, f.name)
+            if hints[f.name] == float | None:
+                v = math.nan if v is None else float(v)
+            out[f"{section.name}.{f.name}"] = v
+    return out
+
+
+def declare_config(node: Node, cfg: RunConfig) -> None:
+    """Declare every config field as a ROS parameter with the config's value as default."""
+    for name, value in flat_fields(cfg).items():
+        node.declare_parameter(name, value)
+
+
+def config_overrides(node: Node, cfg: RunConfig) -> list[str]:
+    """``key=value`` overrides for the parameters the user changed from the config's values."""
+    out = []
+    for name, default in flat_fields(cfg).items():
+        value = node.get_parameter(name).value
+        if isinstance(value, float) and math.isnan(value):
+            value = None
+        if value != default and not (value is None and isinstance(default, float) and math.isnan(default)):
+            out.append(f"{name}={value if not isinstance(value, list) else list(value)}")
+    return out

@@ -1,0 +1,256 @@
+"""RosTopicEnv: a gymnasium env over the ROS 2 topic contract (mujoco_sim_node, Gazebo via ros_gz, a robot).
+
+The env-side parts (latency, noise, delta set-points, observation, reward, DR draws) are the very
+same :class:`EnvCore` as the in-process env; only the physics step is replaced by publishing the
+command and waiting for (lockstep) or sampling (realtime) ``/joint_states``. The end-effector
+position comes from forward kinematics of the measured joints on a local copy of the model, as on
+a real robot. Dropped commands are re-sent and counted; silence past the retries raises
+:class:`EnvLost` naming the topic, or waits for the simulator to come back (``ros.on_lost: wait``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from std_srvs.srv import Trigger
+
+from embodied_ws.config.schema import RunConfig
+from embodied_ws.core.errors import EnvLost
+from embodied_ws.randomization.spec import DRSpec
+from embodied_ws.ros import conversions as conv
+from embodied_ws.ros import qos
+from embodied_ws.ros.nodes.mujoco_sim_node import published_joints
+from embodied_ws.sim.core import EnvCore
+from embodied_ws.sim.env import action_space, observation_space
+
+
+class _Link:
+    """A private rclpy context + node + executor thread holding the latest messages."""
+
+    def __init__(self, cfg: RunConfig) -> None:
+        self.ctx = rclpy.Context()
+        rclpy.init(context=self.ctx)
+        self.node = Node(f"embodied_topic_env_{os.getpid()}", context=self.ctx)
+        self.cond = threading.Condition()
+        self.state: JointState | None = None
+        self.state_count = 0
+        self.goal: np.ndarray | None = None
+        self.episode = -1
+        r = cfg.ros
+        self.command_topic = r.command_topic or f"/{r.controller}/commands"
+        self.pub = self.node.create_publisher(Float64MultiArray, self.command_topic, qos.COMMAND)
+        self.node.create_subscription(JointState, "/joint_states", self._on_state, qos.STATE)
+        self.node.create_subscription(Float64MultiArray, "/embodied/task", self._on_task, qos.LATCHED)
+        self.reset_client = self.node.create_client(Trigger, f"{r.sim_node}/reset") if r.sim_node else None
+        self.executor = SingleThreadedExecutor(context=self.ctx)
+        self.executor.add_node(self.node)
+        self._running = True
+        self.thread = threading.Thread(target=self._spin, daemon=True)
+        self.thread.start()
+
+    def _spin(self) -> None:
+        while self._running and self.ctx.ok():
+            self.executor.spin_once(timeout_sec=0.05)
+
+    def _on_state(self, msg: JointState) -> None:
+        with self.cond:
+            self.state = msg
+            self.state_count += 1
+            self.cond.notify_all()
+
+    def _on_task(self, msg: Float64MultiArray) -> None:
+        with self.cond:
+            self.goal = conv.array_of(msg)
+            self.episode = int(msg.layout.data_offset)
+            self.cond.notify_all()
+
+    def wait_for(self, predicate: Any, timeout: float) -> bool:
+        with self.cond:
+            return self.cond.wait_for(predicate, timeout)
+
+    def close(self) -> None:
+        if not self._running:
+            return
+        self._running = False
+        self.thread.join(timeout=5)
+        self.executor.shutdown()
+        self.node.destroy_node()
+        rclpy.try_shutdown(context=self.ctx)
+
+
+class RosTopicEnv(gym.Env):
+    """The robot/task of ``cfg`` reached through ROS topics.
+
+    :param cfg: run configuration (``env``, ``task`` and ``ros`` sections)
+    :param dr: DR spec (env-side parts apply here; physics parts apply in the simulator)
+    :param seed: seed of the env-side streams (use the simulator's ``seed`` for identical episodes)
+    """
+
+    metadata = {"render_modes": []}  # noqa: RUF012
+
+    def __init__(self, cfg: RunConfig, dr: DRSpec, seed: int | None = None) -> None:
+        self.cfg = cfg
+        self.core = EnvCore(cfg, dr, 1, seed)
+        self.model = self.core.models[0]
+        self.data = mujoco.MjData(self.model)
+        joints = published_joints(self.model)
+        self.joint_names = [mujoco.mj_id2name(self.model, mujoco.mjtObj.mjOBJ_JOINT, j) for j in joints]
+        self._qadr = np.array([self.model.jnt_qposadr[j] for j in joints], dtype=np.int64)
+        self._vadr = np.array([self.model.jnt_dofadr[j] for j in joints], dtype=np.int64)
+        self.observation_space = observation_space(self.core)
+        self.action_space = action_space(self.core)
+        self.link = _Link(cfg)
+        self.stats = {"dropped": 0, "stale": 0, "timeouts": 0, "sim_restarts": 0}
+        self._last_stamp = -1.0
+        self._next_tick = 0.0
+
+    # ------------------------------------------------------------------ gymnasium API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        if seed is not None:
+            self.core.seed(seed)
+        self._reset_simulator()
+        self.core.begin_episode(0)  # env-side DR draws, in the same order as the simulator's core
+        if self.link.goal is not None and self.link.goal.size == self.core.goal.shape[1]:
+            self.core.goal[0] = self.link.goal
+        msg = self.link.state
+        self._load_state(msg)
+        self._last_stamp = conv.from_time(msg.header.stamp)
+        self._next_tick = time.monotonic() + self.core.control_dt
+        obs = self.core.first_obs(0, self.data.qpos, self.data.qvel, self.data.sensordata)
+        return obs.astype(np.float32), {"is_success": False, "dr": dict(self.core.dr_values[0])}
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        actions = np.asarray(action, dtype=np.float64).reshape(1, -1)
+        ctrl, bad = self.core.action_to_ctrl(actions)
+        restarted = False
+        try:
+            msg = self._exchange(ctrl[0])
+        except EnvLost:
+            if self.cfg.ros.on_lost != "wait":
+                raise
+            self._wait_for_simulator()
+            msg, restarted = self.link.state, True
+        self._load_state(msg)
+        unstable = bad | (not np.isfinite(self.data.qpos).all())
+        obs, reward, success, truncated, terms = self.core.finish_step(
+            self.data.qpos[None], self.data.qvel[None], self.data.sensordata[None], actions, np.atleast_1d(unstable)
+        )
+        info = self.core.infos(success, terms, np.atleast_1d(unstable))[0]
+        info["ros"] = dict(self.stats)
+        if restarted:
+            info["sim_restarted"] = True
+        return obs[0].astype(np.float32), float(reward[0]), False, bool(truncated[0]) or restarted, info
+
+    def close(self) -> None:
+        self.link.close()
+
+    # hooks shared with RobotEnv (curriculum, checkpoints)
+    def set_dr_scale(self, scale: float) -> None:
+        """Curriculum knob for the env-side DR (the simulator applies its own physics DR)."""
+        self.core.set_dr_scale(scale)
+
+    def get_core_state(self) -> dict[str, Any]:
+        """RNG and DR state for checkpoints."""
+        return self.core.state_dict()
+
+    def set_core_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`get_core_state`."""
+        self.core.load_state_dict(state)
+
+    # ------------------------------------------------------------------ transport
+    def _exchange(self, ctrl: np.ndarray) -> JointState:
+        r, link = self.cfg.ros, self.link
+        cmd = conv.float_array(ctrl, "ctrl")
+        if r.mode == "realtime":
+            link.pub.publish(cmd)
+            delay = self._next_tick - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            self._next_tick = max(self._next_tick + self.core.control_dt, time.monotonic())
+            return self._fresh_realtime()
+        for attempt in range(r.retries + 1):
+            count = link.state_count
+            link.pub.publish(cmd)
+            if link.wait_for(lambda c=count: link.state_count > c and self._newer(link.state), r.timeout_s):
+                return self._accept(link.state)
+            self.stats["dropped" if attempt < r.retries else "timeouts"] += 1
+        raise EnvLost(f"no new state within {r.timeout_s:.1f} s after {r.retries} re-sent commands "
+                      f"on {link.command_topic} (is the simulator running?)", "/joint_states")  # fmt: skip
+
+    def _fresh_realtime(self) -> JointState:
+        r, link = self.cfg.ros, self.link
+        deadline = time.monotonic() + r.timeout_s
+        while True:
+            msg = link.state
+            if msg is not None and self._newer(msg):
+                return self._accept(msg)
+            if time.monotonic() > deadline:
+                self.stats["timeouts"] += 1
+                raise EnvLost(f"state stale for {r.timeout_s:.1f} s", "/joint_states")
+            self.stats["stale"] += 1
+            link.wait_for(lambda: link.state is not None and self._newer(link.state), r.stale_s)
+
+    def _newer(self, msg: JointState) -> bool:
+        return conv.from_time(msg.header.stamp) > self._last_stamp
+
+    def _accept(self, msg: JointState) -> JointState:
+        self._last_stamp = conv.from_time(msg.header.stamp)
+        return msg
+
+    def _reset_simulator(self) -> None:
+        r, link = self.cfg.ros, self.link
+        if link.reset_client is None:
+            if not link.wait_for(lambda: link.state is not None, r.timeout_s * (r.retries + 1)):
+                raise EnvLost("nothing published", "/joint_states")
+            return
+        # a service needs discovery both ways: give resets more time than a control step
+        patience = max(5.0, r.timeout_s * (r.retries + 1))
+        if not link.reset_client.wait_for_service(timeout_sec=patience):
+            raise EnvLost("reset service not available (is mujoco_sim_node running?)", f"{r.sim_node}/reset")
+        count = link.state_count
+        future = link.reset_client.call_async(Trigger.Request())
+        end = time.monotonic() + patience
+        while not future.done() and time.monotonic() < end:
+            time.sleep(0.005)
+        if not future.done():
+            raise EnvLost("reset did not answer", f"{r.sim_node}/reset")
+        episode = int(future.result().message.split()[-1])
+        if not link.wait_for(lambda: link.episode >= episode and link.state_count > count, patience):
+            raise EnvLost("no state/task after reset", "/joint_states")
+        self._last_stamp = -1.0
+
+    def _wait_for_simulator(self) -> None:
+        """``on_lost: wait``: block until the reset service is back, then start a new episode."""
+        r = self.cfg.ros
+        if self.link.reset_client is None or not self.link.reset_client.wait_for_service(timeout_sec=r.lost_wait_s):
+            raise EnvLost(f"simulator did not come back within {r.lost_wait_s:.0f} s", f"{r.sim_node}/reset")
+        self.stats["sim_restarts"] += 1
+        self._reset_simulator()
+        self.core.begin_episode(0)
+
+    def _load_state(self, msg: JointState) -> None:
+        q, qd = conv.joint_arrays(msg, self.joint_names)
+        d = self.data
+        d.qpos[self._qadr] = q
+        d.qvel[self._vadr] = qd
+        mujoco.mj_kinematics(self.model, d)
+        mujoco.mj_sensorPos(self.model, d)
+
+
+def make_ros_vec_env(cfg: RunConfig, dr: DRSpec, n_envs: int, seed: int) -> Any:
+    """The ``ros`` vec-env backend: one RosTopicEnv in SB3's DummyVecEnv."""
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    return DummyVecEnv([lambda: RosTopicEnv(cfg, dr, seed)])
