@@ -11,7 +11,7 @@ from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 def to_time(seconds: float) -> Time:
     """Seconds → builtin_interfaces/Time."""
     sec = int(seconds)
-    return Time(sec=sec, nanosec=int(round((seconds - sec) * 1e9)))
+    return Time(sec=sec, nanosec=round((seconds - sec) * 1e9))
 
 
 def from_time(stamp: Time) -> float:

@@ -11,7 +11,6 @@ a real robot. Dropped commands are re-sent and counted; silence past the retries
 from __future__ import annotations
 
 import os
-import threading
 import time
 from typing import Any
 
@@ -36,13 +35,16 @@ from embodied_ws.sim.env import action_space, observation_space
 
 
 class _Link:
-    """A private rclpy context + node + executor thread holding the latest messages."""
+    """A private rclpy context + node holding the latest messages.
+
+    The executor is spun in the calling thread while the env waits (no background thread): a
+    lockstep step is then one publish and one wake-up, like a raw ping-pong (``bench/ros_bridge.py``).
+    """
 
     def __init__(self, cfg: RunConfig) -> None:
         self.ctx = rclpy.Context()
         rclpy.init(context=self.ctx)
         self.node = Node(f"embodied_topic_env_{os.getpid()}", context=self.ctx)
-        self.cond = threading.Condition()
         self.state: JointState | None = None
         self.state_count = 0
         self.goal: np.ndarray | None = None
@@ -55,35 +57,30 @@ class _Link:
         self.reset_client = self.node.create_client(Trigger, f"{r.sim_node}/reset") if r.sim_node else None
         self.executor = SingleThreadedExecutor(context=self.ctx)
         self.executor.add_node(self.node)
-        self._running = True
-        self.thread = threading.Thread(target=self._spin, daemon=True)
-        self.thread.start()
-
-    def _spin(self) -> None:
-        while self._running and self.ctx.ok():
-            self.executor.spin_once(timeout_sec=0.05)
+        self._open = True
 
     def _on_state(self, msg: JointState) -> None:
-        with self.cond:
-            self.state = msg
-            self.state_count += 1
-            self.cond.notify_all()
+        self.state = msg
+        self.state_count += 1
 
     def _on_task(self, msg: Float64MultiArray) -> None:
-        with self.cond:
-            self.goal = conv.array_of(msg)
-            self.episode = int(msg.layout.data_offset)
-            self.cond.notify_all()
+        self.goal = conv.array_of(msg)
+        self.episode = int(msg.layout.data_offset)
 
     def wait_for(self, predicate: Any, timeout: float) -> bool:
-        with self.cond:
-            return self.cond.wait_for(predicate, timeout)
+        """Spin until ``predicate()`` holds or ``timeout`` seconds pass."""
+        end = time.monotonic() + timeout
+        while not predicate():
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            self.executor.spin_once(timeout_sec=min(left, 0.1))
+        return True
 
     def close(self) -> None:
-        if not self._running:
+        if not self._open:
             return
-        self._running = False
-        self.thread.join(timeout=5)
+        self._open = False
         self.executor.shutdown()
         self.node.destroy_node()
         rclpy.try_shutdown(context=self.ctx)
@@ -175,9 +172,7 @@ class RosTopicEnv(gym.Env):
         cmd = conv.float_array(ctrl, "ctrl")
         if r.mode == "realtime":
             link.pub.publish(cmd)
-            delay = self._next_tick - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
+            link.wait_for(lambda: time.monotonic() >= self._next_tick, max(0.0, self._next_tick - time.monotonic()))
             self._next_tick = max(self._next_tick + self.core.control_dt, time.monotonic())
             return self._fresh_realtime()
         for attempt in range(r.retries + 1):
@@ -221,10 +216,7 @@ class RosTopicEnv(gym.Env):
             raise EnvLost("reset service not available (is mujoco_sim_node running?)", f"{r.sim_node}/reset")
         count = link.state_count
         future = link.reset_client.call_async(Trigger.Request())
-        end = time.monotonic() + patience
-        while not future.done() and time.monotonic() < end:
-            time.sleep(0.005)
-        if not future.done():
+        if not link.wait_for(future.done, patience):
             raise EnvLost("reset did not answer", f"{r.sim_node}/reset")
         episode = int(future.result().message.split()[-1])
         if not link.wait_for(lambda: link.episode >= episode and link.state_count > count, patience):

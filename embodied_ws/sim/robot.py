@@ -39,6 +39,7 @@ class Robot:
     ee_body: str | None = None
     ee_sensor_idx: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     camera_names: list[str] = field(default_factory=list)
+    home_qpos: np.ndarray | None = None
 
     @property
     def nu(self) -> int:
@@ -170,4 +171,11 @@ def load_robot(robot: str, ee_body: str | None = None, need_ee: bool = True) -> 
         ee_body=ee_name,
         ee_sensor_idx=ee_idx,
         camera_names=names(mujoco.mjtObj.mjOBJ_CAMERA, range(model.ncam)),
+        home_qpos=_home_qpos(model),
     )
+
+
+def _home_qpos(model: mujoco.MjModel) -> np.ndarray:
+    """The ``home`` keyframe's qpos when the model has one, else the model's qpos0."""
+    key = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_KEY, "home")
+    return model.key_qpos[key].copy() if key >= 0 else model.qpos0.copy()

@@ -81,6 +81,9 @@ class MujocoSimNode(Node):
             self._renderer = mujoco.Renderer(self.model, h, w)
         self.create_subscription(Float64MultiArray, f"/{controller}/commands", self._on_command, qos.COMMAND)
         self.create_service(Trigger, "~/reset", self._on_reset)
+        # link check: ~/ping is echoed on ~/pong at once (bench/ros_bridge.py's raw round-trip peer)
+        self.pub_pong = self.create_publisher(Float64MultiArray, "~/pong", qos.COMMAND)
+        self.create_subscription(Float64MultiArray, "~/ping", self.pub_pong.publish, qos.COMMAND)
         self.create_service(SetBool, "~/set_pause", self._on_pause)
         # start at the nominal pose; episodes (and their DR/goal draws) begin with ~/reset, so a
         # client seeded like this node sees exactly the episodes an in-process env would

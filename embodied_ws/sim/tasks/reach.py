@@ -64,7 +64,7 @@ class ReachTask(Task):
         return self.targets[rng.integers(len(self.targets))].copy()
 
     def initial_qpos(self, rng: np.random.Generator) -> np.ndarray:
-        q = self.robot.model.qpos0.copy()
+        q = self.robot.home_qpos.copy()
         noise = rng.uniform(-self.cfg.init_noise, self.cfg.init_noise, self.nj)
         q[self._qi] = np.clip(q[self._qi] + noise, self.robot.joint_low, self.robot.joint_high)
         return q

@@ -35,7 +35,7 @@ class SwingUpTask(Task):
         return np.zeros(0)
 
     def initial_qpos(self, rng: np.random.Generator) -> np.ndarray:
-        q = self.robot.model.qpos0.copy()
+        q = self.robot.home_qpos.copy()
         q[self._cx] += rng.uniform(-self.cfg.init_noise, self.cfg.init_noise)
         q[self._px] = np.pi + rng.uniform(-self.cfg.init_noise, self.cfg.init_noise)
         return q
