@@ -40,7 +40,9 @@ def test_install_tree_layout(install: Path) -> None:
     assert (share / "package.xml").is_file()
     for launch in ("train.launch.py", "sim.launch.py", "gazebo.launch.py"):
         assert (share / "launch" / launch).is_file()
-    assert (share / "config" / "train" / "reach.yaml").is_file() and (share / "config" / "dr" / "default.yaml").is_file()
+    assert (share / "config" / "train" / "reach.yaml").is_file() and (
+        share / "config" / "dr" / "default.yaml"
+    ).is_file()
     assert (share / "models" / "arm3" / "scene.xml").is_file()
     marker = install / "embodied_ws" / "share" / "ament_index" / "resource_index" / "packages" / "embodied_ws"
     assert marker.is_file()

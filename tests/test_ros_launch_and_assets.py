@@ -15,7 +15,6 @@ import yaml
 
 from embodied_ws.config.loader import load_config
 from embodied_ws.ros.launch_plan import (
-    GAZEBO_ARGS,
     SIM_ARGS,
     TRAIN_ARGS,
     IncludeSpec,
@@ -104,7 +103,9 @@ def test_generated_sdf_is_valid_for_libsdformat(robot: str, tmp_path: Path) -> N
     joints = {j.get("name"): j.get("type") for j in model.findall("joint")}
     for name in r.joint_names:
         assert joints[name] in ("revolute", "prismatic")
-    plugins = {p.get("filename") for p in model.findall("plugin")} | {p.get("filename") for p in world.findall("plugin")}
+    plugins = {p.get("filename") for p in model.findall("plugin")} | {
+        p.get("filename") for p in world.findall("plugin")
+    }
     assert {"gz_ros2_control-system", "gz-sim-physics-system", "gz-sim-scene-broadcaster-system"} <= plugins
     urdf = ET.parse(assets.urdf).getroot()
     assert [j.get("name") for j in urdf.find("ros2_control").findall("joint")] == r.joint_names

@@ -171,3 +171,47 @@ def test_realtime_mode_and_pause_gives_a_clear_stale_error() -> None:
         if env is not None:
             env.close()
         stop(sim)
+
+
+def test_trainer_node_publishes_progress_and_serves_save_and_stop(tmp_path: Path) -> None:
+    import rclpy
+    from std_msgs.msg import String
+    from std_srvs.srv import Trigger
+
+    trainer = start_node("trainer_node", "name:=node_run", f"runs:={tmp_path}", "train.total_timesteps:=10000000",
+                         "train.n_envs:=4", "train.eval_every:=0", "train.checkpoint_every:=0", "ppo.n_steps:=64")  # fmt: skip
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    node = rclpy.create_node("trainer_test_client", context=ctx)
+    progress: list[dict] = []
+    node.create_subscription(String, "/trainer_node/progress", lambda m: progress.append(json.loads(m.data)), 10)
+    save = node.create_client(Trigger, "/trainer_node/save_checkpoint")
+    stop_srv = node.create_client(Trigger, "/trainer_node/stop")
+    from rclpy.executors import SingleThreadedExecutor
+
+    executor = SingleThreadedExecutor(context=ctx)
+    executor.add_node(node)
+
+    def spin_until(pred, timeout: float) -> bool:
+        end = time.time() + timeout
+        while time.time() < end and not pred():
+            executor.spin_once(timeout_sec=0.1)
+        return pred()
+
+    try:
+        assert spin_until(lambda: any("step" in p for p in progress), 120), "no progress published"
+        assert save.wait_for_service(timeout_sec=30)
+        fut = save.call_async(Trigger.Request())
+        assert spin_until(fut.done, 30) and fut.result().success
+        ckpts = tmp_path / "node_run" / "checkpoints"
+        assert spin_until(lambda: latest_checkpoint(ckpts) is not None, 60)
+        fut = stop_srv.call_async(Trigger.Request())
+        assert spin_until(fut.done, 30) and fut.result().success
+        assert spin_until(lambda: any(p.get("done") for p in progress), 120)
+        assert trainer.wait(timeout=120) == 0
+        assert (tmp_path / "node_run" / "policy" / "policy.json").is_file()
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        rclpy.try_shutdown(context=ctx)
+        stop(trainer)

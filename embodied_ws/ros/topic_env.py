@@ -18,7 +18,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 import rclpy
-from rclpy.executors import SingleThreadedExecutor
+from rclpy.experimental import EventsExecutor
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
@@ -55,7 +55,8 @@ class _Link:
         self.node.create_subscription(JointState, "/joint_states", self._on_state, qos.STATE)
         self.node.create_subscription(Float64MultiArray, "/embodied/task", self._on_task, qos.LATCHED)
         self.reset_client = self.node.create_client(Trigger, f"{r.sim_node}/reset") if r.sim_node else None
-        self.executor = SingleThreadedExecutor(context=self.ctx)
+        # rclpy's C++ events executor: far less Python per wake-up than SingleThreadedExecutor
+        self.executor = EventsExecutor(context=self.ctx)
         self.executor.add_node(self.node)
         self._open = True
 
@@ -108,6 +109,8 @@ class RosTopicEnv(gym.Env):
         self.observation_space = observation_space(self.core)
         self.action_space = action_space(self.core)
         self.link = _Link(cfg)
+        self._reader = conv.JointReader(self.joint_names)
+        self._cmd = Float64MultiArray()
         self.stats = {"dropped": 0, "stale": 0, "timeouts": 0, "sim_restarts": 0}
         self._last_stamp = -1.0
         self._next_tick = 0.0
@@ -169,7 +172,7 @@ class RosTopicEnv(gym.Env):
     # ------------------------------------------------------------------ transport
     def _exchange(self, ctrl: np.ndarray) -> JointState:
         r, link = self.cfg.ros, self.link
-        cmd = conv.float_array(ctrl, "ctrl")
+        cmd = conv.set_array(self._cmd, ctrl)
         if r.mode == "realtime":
             link.pub.publish(cmd)
             link.wait_for(lambda: time.monotonic() >= self._next_tick, max(0.0, self._next_tick - time.monotonic()))
@@ -233,7 +236,7 @@ class RosTopicEnv(gym.Env):
         self.core.begin_episode(0)
 
     def _load_state(self, msg: JointState) -> None:
-        q, qd = conv.joint_arrays(msg, self.joint_names)
+        q, qd = self._reader.read(msg)
         d = self.data
         d.qpos[self._qadr] = q
         d.qvel[self._vadr] = qd

@@ -122,10 +122,12 @@ def _joints_sdf(robot: Robot) -> list[str]:
             if kind is None:
                 continue
             jname = _name(m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint")
-            lo, hi = (m.jnt_range[j] if m.jnt_limited[j] else (-1e16, 1e16))
+            lo, hi = m.jnt_range[j] if m.jnt_limited[j] else (-1e16, 1e16)
             dof = int(m.jnt_dofadr[j])
             act = [a for a in range(m.nu) if m.actuator_trnid[a, 0] == j]
-            effort = float(np.abs(m.actuator_forcerange[act[0]]).max()) if act and m.actuator_forcelimited[act[0]] else 1e3
+            effort = (
+                float(np.abs(m.actuator_forcerange[act[0]]).max()) if act and m.actuator_forcelimited[act[0]] else 1e3
+            )
             axis = " ".join(f"{v:.6g}" for v in m.jnt_axis[j])
             out.append(f'<joint name="{escape(jname)}" type="{kind}"><pose>{" ".join(f"{v:.6g}" for v in m.jnt_pos[j])} 0 0 0</pose>'
                        f"<parent>{escape(parent_name)}</parent><child>{escape(child)}</child>"

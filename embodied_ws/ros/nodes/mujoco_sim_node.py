@@ -9,6 +9,7 @@ on a timer at ``real_time_factor`` × real time with the latest command. Physics
 
 from __future__ import annotations
 
+import math
 import sys
 
 import mujoco
@@ -69,6 +70,9 @@ class MujocoSimNode(Node):
         self.steps = 0
         self.paused = False
         self._ctrl = np.zeros(self.model.nu)
+        self._writer = conv.JointStateWriter(self.joint_names)
+        self._lo, self._hi = self.core.robot.ctrl_low, self.core.robot.ctrl_high
+        self._clock_listeners = 0
 
         controller = self.get_parameter("controller").value
         self.pub_state = self.create_publisher(JointState, "/joint_states", qos.STATE)
@@ -121,9 +125,13 @@ class MujocoSimNode(Node):
 
     def _publish(self) -> None:
         d, t = self.data, self.data.time
-        effort = d.qfrc_actuator[self._vadr]
-        self.pub_state.publish(conv.joint_state(self.joint_names, d.qpos[self._qadr], d.qvel[self._vadr], effort, t))
-        self.pub_clock.publish(Clock(clock=conv.to_time(t)))
+        self.pub_state.publish(
+            self._writer.fill(d.qpos[self._qadr], d.qvel[self._vadr], d.qfrc_actuator[self._vadr], t)
+        )
+        if self.steps % 50 == 0:  # re-check now and then: the query itself is not free
+            self._clock_listeners = self.pub_clock.get_subscription_count()
+        if self._clock_listeners:  # a publish costs tens of µs: only when someone listens
+            self.pub_clock.publish(Clock(clock=conv.to_time(t)))
         if self.pub_image is not None:
             self._renderer.update_scene(d)
             rgb = self._renderer.render()
@@ -138,10 +146,10 @@ class MujocoSimNode(Node):
         if values.size != self.model.nu:
             self.get_logger().warn(f"command has {values.size} values, expected {self.model.nu}; ignored")
             return
-        if not np.isfinite(values).all():
+        if not math.isfinite(values.sum()):
             self.get_logger().warn("non-finite command ignored")
             return
-        self._ctrl = np.clip(values, self.core.robot.ctrl_low, self.core.robot.ctrl_high)
+        self._ctrl = np.minimum(np.maximum(values, self._lo), self._hi)
         if self.mode == "lockstep" and not self.paused:
             self.step()
 
