@@ -88,8 +88,12 @@ def main() -> None:
     args = parser.parse_args()
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     os.environ.setdefault("ROS_DOMAIN_ID", str(150 + os.getpid() % 80))
-    sim = subprocess.Popen([sys.executable, "-m", "embodied_ws.ros.nodes.mujoco_sim_node", "--ros-args",
-                            "-p", "mode:=lockstep"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    sim = subprocess.Popen(
+        [sys.executable, "-m", "embodied_ws.ros.nodes.mujoco_sim_node", "--ros-args", "-p", "mode:=lockstep"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     from embodied_ws.config.loader import load_config, load_dr
     from embodied_ws.ros.topic_env import RosTopicEnv
 
@@ -111,15 +115,19 @@ def main() -> None:
     finally:
         sim.terminate()
         sim.wait(timeout=30)
-    print(json.dumps({
-        "steps": args.steps,
-        "repeats": args.repeats,
-        "env_steps_per_s": round(rate, 1),
-        "pingpong_roundtrips_per_s": round(pp, 1),
-        "step_latency_p50_ms": round(float(np.percentile(lat, 50)) * 1e3, 3),
-        "step_latency_p99_ms": round(float(np.percentile(lat, 99)) * 1e3, 3),
-        "ratio": round(rate / pp, 3),
-    }))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "steps": args.steps,
+                "repeats": args.repeats,
+                "env_steps_per_s": round(rate, 1),
+                "pingpong_roundtrips_per_s": round(pp, 1),
+                "step_latency_p50_ms": round(float(np.percentile(lat, 50)) * 1e3, 3),
+                "step_latency_p99_ms": round(float(np.percentile(lat, 99)) * 1e3, 3),
+                "ratio": round(rate / pp, 3),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -7,8 +7,19 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BLOCKED = ["rclpy", "std_msgs", "std_srvs", "sensor_msgs", "geometry_msgs", "trajectory_msgs", "diagnostic_msgs",
-           "rosgraph_msgs", "builtin_interfaces", "launch", "launch_ros"]  # fmt: skip
+BLOCKED = [
+    "rclpy",
+    "std_msgs",
+    "std_srvs",
+    "sensor_msgs",
+    "geometry_msgs",
+    "trajectory_msgs",
+    "diagnostic_msgs",
+    "rosgraph_msgs",
+    "builtin_interfaces",
+    "launch",
+    "launch_ros",
+]
 
 SCRIPT = """
 import importlib, importlib.abc, pathlib, sys
@@ -32,8 +43,13 @@ for f in sorted((root / "embodied_ws").rglob("*.py")):
 
 
 def test_every_module_outside_ros_imports_without_rclpy() -> None:
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, ",".join(BLOCKED), str(ROOT)], capture_output=True,
-                          text=True, cwd=ROOT, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, ",".join(BLOCKED), str(ROOT)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     imported = proc.stdout.split()
     assert "embodied_ws.cli" in imported and "embodied_ws.rl.train" in imported and "embodied_ws.tui.app" in imported
@@ -42,6 +58,11 @@ def test_every_module_outside_ros_imports_without_rclpy() -> None:
 def test_ros_launch_plan_is_importable_without_rclpy_too() -> None:
     code = SCRIPT.replace('if mod.startswith("embodied_ws.ros"):\n        continue', "pass")
     code = code.replace("for f in sorted", "for f in [root / 'embodied_ws/ros/launch_plan.py'] or sorted")
-    proc = subprocess.run([sys.executable, "-c", code, ",".join(BLOCKED), str(ROOT)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", code, ",".join(BLOCKED), str(ROOT)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]

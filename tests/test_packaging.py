@@ -14,8 +14,19 @@ from ros_helpers import isolate_dds
 
 ROOT = Path(__file__).resolve().parents[1]
 NODES = ["mujoco_sim_node", "trainer_node", "lossy_relay"]
-IGNORE = shutil.ignore_patterns(".venv", ".git", "runs", "build", "install", "log", "__pycache__", "*.egg-info",
-                                ".pytest_cache", ".ruff_cache", "MUJOCO_LOG.TXT")  # fmt: skip
+IGNORE = shutil.ignore_patterns(
+    ".venv",
+    ".git",
+    "runs",
+    "build",
+    "install",
+    "log",
+    "__pycache__",
+    "*.egg-info",
+    ".pytest_cache",
+    ".ruff_cache",
+    "MUJOCO_LOG.TXT",
+)
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +37,9 @@ def install(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ws = tmp_path_factory.mktemp("ws")
     shutil.copytree(ROOT, ws / "src" / "embodied_ws", ignore=IGNORE)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    proc = subprocess.run([colcon, "build", "--base-paths", "src"], cwd=ws, capture_output=True, text=True,
-                          env=env, timeout=600)  # fmt: skip
+    proc = subprocess.run(
+        [colcon, "build", "--base-paths", "src"], cwd=ws, capture_output=True, text=True, env=env, timeout=600
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return ws / "install"
 
@@ -54,10 +66,13 @@ def _installed_env(install: Path) -> dict[str, str]:
 
 
 def test_ament_index_finds_the_share_directory(install: Path) -> None:
-    code = ("from ament_index_python.packages import get_package_share_directory as g; "
-            "import embodied_ws.core.paths as p; print(g('embodied_ws')); print(p.share_dir()); print(p.__file__)")  # fmt: skip
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_installed_env(install),
-                         cwd="/", timeout=120)  # fmt: skip
+    code = (
+        "from ament_index_python.packages import get_package_share_directory as g; "
+        "import embodied_ws.core.paths as p; print(g('embodied_ws')); print(p.share_dir()); print(p.__file__)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=_installed_env(install), cwd="/", timeout=120
+    )
     assert out.returncode == 0, out.stderr
     share, resolved, module = out.stdout.split()
     assert share == str(install / "embodied_ws" / "share" / "embodied_ws")
@@ -67,8 +82,14 @@ def test_ament_index_finds_the_share_directory(install: Path) -> None:
 def test_a_node_starts_from_lib(install: Path) -> None:
     isolate_dds()
     exe = install / "embodied_ws" / "lib" / "embodied_ws" / "mujoco_sim_node"
-    proc = subprocess.Popen([sys.executable, str(exe), "--ros-args", "-p", "mode:=lockstep"], cwd="/",
-                            env=_installed_env(install), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, str(exe), "--ros-args", "-p", "mode:=lockstep"],
+        cwd="/",
+        env=_installed_env(install),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     seen = []
     try:
         deadline = time.time() + 90

@@ -75,10 +75,17 @@ def test_gazebo_plan(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ["sim.launch.py", "train.launch.py", "gazebo.launch.py"])
 def test_launch_files_are_thin_over_the_plans(name: str) -> None:
     tree = ast.parse((LAUNCH / name).read_text())
-    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and
-                n.module.endswith("launch_plan") for a in n.names}  # fmt: skip
-    plan = {"sim.launch.py": ("sim_plan", "SIM_ARGS"), "train.launch.py": ("train_plan", "TRAIN_ARGS"),
-            "gazebo.launch.py": ("gazebo_plan", "GAZEBO_ARGS")}[name]  # fmt: skip
+    imported = {
+        a.name
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom) and n.module and n.module.endswith("launch_plan")
+        for a in n.names
+    }
+    plan = {
+        "sim.launch.py": ("sim_plan", "SIM_ARGS"),
+        "train.launch.py": ("train_plan", "TRAIN_ARGS"),
+        "gazebo.launch.py": ("gazebo_plan", "GAZEBO_ARGS"),
+    }[name]
     assert set(plan) <= imported
     funcs = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
     assert "generate_launch_description" in funcs
@@ -120,6 +127,8 @@ def test_libsdformat_rejects_a_broken_sdf(tmp_path: Path) -> None:
     if ign is None:
         pytest.skip("libsdformat tools not installed")
     bad = tmp_path / "bad.sdf"
-    bad.write_text('<sdf version="1.9"><world name="w"><model name="m"><link name="a"/>'
-                   '<joint name="j" type="revolute"><parent>a</parent><child>nope</child></joint></model></world></sdf>')  # fmt: skip
+    bad.write_text(
+        '<sdf version="1.9"><world name="w"><model name="m"><link name="a"/>'
+        '<joint name="j" type="revolute"><parent>a</parent><child>nope</child></joint></model></world></sdf>'
+    )
     assert subprocess.run([ign, "sdf", "-k", str(bad)], capture_output=True, timeout=60).returncode != 0

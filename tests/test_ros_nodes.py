@@ -58,17 +58,40 @@ def test_lockstep_ros_path_equals_in_process_env() -> None:
 
 
 def _train_cmd(runs: Path, name: str, *sets: str) -> list[str]:
-    base = ["train.vec_env=ros", "train.n_envs=1", "ppo.n_steps=128", "ppo.batch_size=64", "ppo.n_epochs=2",
-            "train.eval_every=0", "train.curriculum_steps=0", *sets]  # fmt: skip
-    return [sys.executable, "-m", "embodied_ws.cli", "train", "--name", name, "--runs", str(runs), "--json",
-            *[a for s in base for a in ("--set", s)]]  # fmt: skip
+    base = [
+        "train.vec_env=ros",
+        "train.n_envs=1",
+        "ppo.n_steps=128",
+        "ppo.batch_size=64",
+        "ppo.n_epochs=2",
+        "train.eval_every=0",
+        "train.curriculum_steps=0",
+        *sets,
+    ]
+    return [
+        sys.executable,
+        "-m",
+        "embodied_ws.cli",
+        "train",
+        "--name",
+        name,
+        "--runs",
+        str(runs),
+        "--json",
+        *[a for s in base for a in ("--set", s)],
+    ]
 
 
 def test_ppo_trains_through_the_ros_topic_env(tmp_path: Path) -> None:
     sim = start_node("mujoco_sim_node", "mode:=lockstep", "seed:=0")
     try:
-        proc = subprocess.run(_train_cmd(tmp_path, "rosrun", "train.total_timesteps=512"), cwd=ROOT,
-                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        proc = subprocess.run(
+            _train_cmd(tmp_path, "rosrun", "train.total_timesteps=512"),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
         out = json.loads(proc.stdout)
         assert out["steps"] >= 512
@@ -80,10 +103,19 @@ def test_ppo_trains_through_the_ros_topic_env(tmp_path: Path) -> None:
 def test_sim_node_killed_mid_training_saves_checkpoint_and_stops(tmp_path: Path) -> None:
     sim = start_node("mujoco_sim_node", "mode:=lockstep", "seed:=0")
     trainer = subprocess.Popen(
-        _train_cmd(tmp_path, "crash", "train.total_timesteps=100000", "train.checkpoint_every=128",
-                   "ros.timeout_s=0.5", "ros.retries=2"),
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        _train_cmd(
+            tmp_path,
+            "crash",
+            "train.total_timesteps=100000",
+            "train.checkpoint_every=128",
+            "ros.timeout_s=0.5",
+            "ros.retries=2",
+        ),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         ckpts = tmp_path / "crash" / "checkpoints"
         assert wait_until(lambda: latest_checkpoint(ckpts) is not None, 180)
@@ -157,12 +189,13 @@ def test_realtime_mode_and_pause_gives_a_clear_stale_error() -> None:
         for _ in range(10):
             env.step(np.zeros(3))
         assert 0.3 < time.monotonic() - t < 2.0  # paced at the 25 Hz control rate
-        client = env.link.node.create_client(__import__("std_srvs.srv", fromlist=["SetBool"]).SetBool,
-                                             "/mujoco_sim_node/set_pause")  # fmt: skip
+        client = env.link.node.create_client(
+            __import__("std_srvs.srv", fromlist=["SetBool"]).SetBool, "/mujoco_sim_node/set_pause"
+        )
         assert client.wait_for_service(timeout_sec=5)
         req = client.srv_type.Request(data=True)
         fut = client.call_async(req)
-        assert wait_until(fut.done, 5)
+        assert env.link.wait_for(fut.done, 5)  # the env spins its node while it waits
         with pytest.raises(EnvLost, match="/joint_states"):
             for _ in range(50):
                 env.step(np.zeros(3))
@@ -178,8 +211,16 @@ def test_trainer_node_publishes_progress_and_serves_save_and_stop(tmp_path: Path
     from std_msgs.msg import String
     from std_srvs.srv import Trigger
 
-    trainer = start_node("trainer_node", "name:=node_run", f"runs:={tmp_path}", "train.total_timesteps:=10000000",
-                         "train.n_envs:=4", "train.eval_every:=0", "train.checkpoint_every:=0", "ppo.n_steps:=64")  # fmt: skip
+    trainer = start_node(
+        "trainer_node",
+        "name:=node_run",
+        f"runs:={tmp_path}",
+        "train.total_timesteps:=10000000",
+        "train.n_envs:=4",
+        "train.eval_every:=0",
+        "train.checkpoint_every:=0",
+        "ppo.n_steps:=64",
+    )
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
     node = rclpy.create_node("trainer_test_client", context=ctx)

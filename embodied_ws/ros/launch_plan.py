@@ -32,10 +32,23 @@ class IncludeSpec:
 
 
 #: launch arguments and their defaults, per launch file
-SIM_ARGS = {"robot": "arm3", "task": "reach", "config": "reach", "mode": "realtime", "use_sim_time": "false",
-            "real_time_factor": "1.0", "seed": "0"}  # fmt: skip
-TRAIN_ARGS = {"backend": "mujoco", "robot": "arm3", "task": "reach", "config": "reach", "use_sim_time": "false",
-              "name": "ros_run"}  # fmt: skip
+SIM_ARGS = {
+    "robot": "arm3",
+    "task": "reach",
+    "config": "reach",
+    "mode": "realtime",
+    "use_sim_time": "false",
+    "real_time_factor": "1.0",
+    "seed": "0",
+}
+TRAIN_ARGS = {
+    "backend": "mujoco",
+    "robot": "arm3",
+    "task": "reach",
+    "config": "reach",
+    "use_sim_time": "false",
+    "name": "ros_run",
+}
 GAZEBO_ARGS = {"robot": "arm3", "use_sim_time": "true"}
 
 
@@ -43,26 +56,56 @@ def _flag(value: Any) -> bool:
     return str(value).lower() in TRUE
 
 
-def sim_plan(robot: str = "arm3", task: str = "reach", config: str = "reach", mode: str = "realtime",
-             use_sim_time: Any = False, real_time_factor: Any = 1.0, seed: Any = 0) -> list[NodeSpec]:  # fmt: skip
+def sim_plan(
+    robot: str = "arm3",
+    task: str = "reach",
+    config: str = "reach",
+    mode: str = "realtime",
+    use_sim_time: Any = False,
+    real_time_factor: Any = 1.0,
+    seed: Any = 0,
+) -> list[NodeSpec]:
     """mujoco_sim_node for ``sim.launch.py``."""
     return [
-        NodeSpec("mujoco_sim_node", "mujoco_sim_node", {
-            "config": config, "env.robot": robot, "env.task": task, "mode": mode,
-            "real_time_factor": float(real_time_factor), "seed": int(seed), "use_sim_time": _flag(use_sim_time),
-        })
-    ]  # fmt: skip
+        NodeSpec(
+            "mujoco_sim_node",
+            "mujoco_sim_node",
+            {
+                "config": config,
+                "env.robot": robot,
+                "env.task": task,
+                "mode": mode,
+                "real_time_factor": float(real_time_factor),
+                "seed": int(seed),
+                "use_sim_time": _flag(use_sim_time),
+            },
+        )
+    ]
 
 
-def train_plan(backend: str = "mujoco", robot: str = "arm3", task: str = "reach", config: str = "reach",
-               use_sim_time: Any = False, name: str = "ros_run") -> list[NodeSpec]:  # fmt: skip
+def train_plan(
+    backend: str = "mujoco",
+    robot: str = "arm3",
+    task: str = "reach",
+    config: str = "reach",
+    use_sim_time: Any = False,
+    name: str = "ros_run",
+) -> list[NodeSpec]:
     """trainer_node, plus mujoco_sim_node in lockstep mode when training through ROS topics."""
     if backend not in ("mujoco", "ros"):
         raise ValueError(f"backend must be mujoco or ros, got {backend!r}")
-    trainer = NodeSpec("trainer_node", "trainer_node", {
-        "config": config, "backend": backend, "env.robot": robot, "env.task": task, "name": name,
-        "use_sim_time": _flag(use_sim_time),
-    })  # fmt: skip
+    trainer = NodeSpec(
+        "trainer_node",
+        "trainer_node",
+        {
+            "config": config,
+            "backend": backend,
+            "env.robot": robot,
+            "env.task": task,
+            "name": name,
+            "use_sim_time": _flag(use_sim_time),
+        },
+    )
     if backend == "mujoco":
         return [trainer]
     return [*sim_plan(robot, task, config, mode="lockstep", use_sim_time=use_sim_time), trainer]
@@ -79,13 +122,28 @@ def gazebo_plan(
     sim_time = _flag(use_sim_time)
     return [
         IncludeSpec("ros_gz_sim", "gz_sim.launch.py", {"gz_args": f"-r {assets.world}"}),
-        NodeSpec("parameter_bridge", "bridge", {"config_file": str(assets.bridge), "use_sim_time": sim_time},
-                 package="ros_gz_bridge"),
-        NodeSpec("robot_state_publisher", "robot_state_publisher",
-                 {"robot_description": assets.urdf.read_text(), "use_sim_time": sim_time},
-                 package="robot_state_publisher"),
-        NodeSpec("spawner", "spawn_joint_state_broadcaster", package="controller_manager",
-                 arguments=("joint_state_broadcaster", "--param-file", str(assets.controllers))),
-        NodeSpec("spawner", "spawn_position_controller", package="controller_manager",
-                 arguments=("joint_group_position_controller", "--param-file", str(assets.controllers))),
-    ]  # fmt: skip
+        NodeSpec(
+            "parameter_bridge",
+            "bridge",
+            {"config_file": str(assets.bridge), "use_sim_time": sim_time},
+            package="ros_gz_bridge",
+        ),
+        NodeSpec(
+            "robot_state_publisher",
+            "robot_state_publisher",
+            {"robot_description": assets.urdf.read_text(), "use_sim_time": sim_time},
+            package="robot_state_publisher",
+        ),
+        NodeSpec(
+            "spawner",
+            "spawn_joint_state_broadcaster",
+            package="controller_manager",
+            arguments=("joint_state_broadcaster", "--param-file", str(assets.controllers)),
+        ),
+        NodeSpec(
+            "spawner",
+            "spawn_position_controller",
+            package="controller_manager",
+            arguments=("joint_group_position_controller", "--param-file", str(assets.controllers)),
+        ),
+    ]

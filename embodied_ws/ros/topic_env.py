@@ -184,8 +184,11 @@ class RosTopicEnv(gym.Env):
             if link.wait_for(lambda c=count: link.state_count > c and self._newer(link.state), r.timeout_s):
                 return self._accept(link.state)
             self.stats["dropped" if attempt < r.retries else "timeouts"] += 1
-        raise EnvLost(f"no new state within {r.timeout_s:.1f} s after {r.retries} re-sent commands "
-                      f"on {link.command_topic} (is the simulator running?)", "/joint_states")  # fmt: skip
+        raise EnvLost(
+            f"no new state within {r.timeout_s:.1f} s after {r.retries} re-sent commands "
+            f"on {link.command_topic} (is the simulator running?)",
+            "/joint_states",
+        )
 
     def _fresh_realtime(self) -> JointState:
         r, link = self.cfg.ros, self.link

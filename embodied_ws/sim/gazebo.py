@@ -80,9 +80,11 @@ def model_sdf(robot: Robot) -> str:
         out.append(f'<link name="{escape(name)}"><pose>{_pose(d.xpos[b], d.xquat[b])}</pose>')
         mass = max(float(m.body_mass[b]), 1e-6)
         ix, iy, iz = (max(float(v), 1e-9) for v in m.body_inertia[b])
-        out.append(f"<inertial><pose>{_pose(m.body_ipos[b], m.body_iquat[b])}</pose><mass>{mass:.6g}</mass>"
-                   f"<inertia><ixx>{ix:.6g}</ixx><iyy>{iy:.6g}</iyy><izz>{iz:.6g}</izz>"
-                   "<ixy>0</ixy><ixz>0</ixz><iyz>0</iyz></inertia></inertial>")  # fmt: skip
+        out.append(
+            f"<inertial><pose>{_pose(m.body_ipos[b], m.body_iquat[b])}</pose><mass>{mass:.6g}</mass>"
+            f"<inertia><ixx>{ix:.6g}</ixx><iyy>{iy:.6g}</iyy><izz>{iz:.6g}</izz>"
+            "<ixy>0</ixy><ixz>0</ixz><iyz>0</iyz></inertia></inertial>"
+        )
         for g in range(m.ngeom):
             shape = _shape(m, g) if m.geom_bodyid[g] == b else None
             if shape is None:
@@ -90,16 +92,22 @@ def model_sdf(robot: Robot) -> str:
             gname = _name(m, mujoco.mjtObj.mjOBJ_GEOM, g, "geom")
             pose = _pose(m.geom_pos[g], m.geom_quat[g])
             r, gg, bb, a = m.geom_rgba[g]
-            out.append(f'<visual name="{escape(gname)}_visual"><pose>{pose}</pose><geometry>{shape}</geometry>'
-                       f"<material><diffuse>{r:.3g} {gg:.3g} {bb:.3g} {a:.3g}</diffuse>"
-                       f"<ambient>{r:.3g} {gg:.3g} {bb:.3g} {a:.3g}</ambient></material></visual>")  # fmt: skip
+            out.append(
+                f'<visual name="{escape(gname)}_visual"><pose>{pose}</pose><geometry>{shape}</geometry>'
+                f"<material><diffuse>{r:.3g} {gg:.3g} {bb:.3g} {a:.3g}</diffuse>"
+                f"<ambient>{r:.3g} {gg:.3g} {bb:.3g} {a:.3g}</ambient></material></visual>"
+            )
             if m.geom_contype[g] or m.geom_conaffinity[g]:
-                out.append(f'<collision name="{escape(gname)}_collision"><pose>{pose}</pose>'
-                           f"<geometry>{shape}</geometry></collision>")  # fmt: skip
+                out.append(
+                    f'<collision name="{escape(gname)}_collision"><pose>{pose}</pose>'
+                    f"<geometry>{shape}</geometry></collision>"
+                )
         out.append("</link>")
     out += _joints_sdf(robot)
-    out.append('<plugin filename="gz_ros2_control-system" name="gz_ros2_control::GazeboSimROS2ControlPlugin">'
-               "<parameters>controllers.yaml</parameters></plugin>")  # fmt: skip
+    out.append(
+        '<plugin filename="gz_ros2_control-system" name="gz_ros2_control::GazeboSimROS2ControlPlugin">'
+        "<parameters>controllers.yaml</parameters></plugin>"
+    )
     out.append("</model>")
     return "\n".join(out)
 
@@ -114,8 +122,10 @@ def _joints_sdf(robot: Robot) -> list[str]:
         child = _name(m, mujoco.mjtObj.mjOBJ_BODY, b, "body")
         jnts = [j for j in range(m.njnt) if m.jnt_bodyid[j] == b]
         if not jnts:
-            out.append(f'<joint name="{escape(child)}_fixed" type="fixed"><parent>{escape(parent_name)}</parent>'
-                       f"<child>{escape(child)}</child></joint>")  # fmt: skip
+            out.append(
+                f'<joint name="{escape(child)}_fixed" type="fixed"><parent>{escape(parent_name)}</parent>'
+                f"<child>{escape(child)}</child></joint>"
+            )
             continue
         for j in jnts:
             kind = {_jt.mjJNT_HINGE: "revolute", _jt.mjJNT_SLIDE: "prismatic"}.get(mujoco.mjtJoint(int(m.jnt_type[j])))
@@ -129,11 +139,14 @@ def _joints_sdf(robot: Robot) -> list[str]:
                 float(np.abs(m.actuator_forcerange[act[0]]).max()) if act and m.actuator_forcelimited[act[0]] else 1e3
             )
             axis = " ".join(f"{v:.6g}" for v in m.jnt_axis[j])
-            out.append(f'<joint name="{escape(jname)}" type="{kind}"><pose>{" ".join(f"{v:.6g}" for v in m.jnt_pos[j])} 0 0 0</pose>'
-                       f"<parent>{escape(parent_name)}</parent><child>{escape(child)}</child>"
-                       f"<axis><xyz>{axis}</xyz><limit><lower>{lo:.6g}</lower><upper>{hi:.6g}</upper>"
-                       f"<effort>{effort:.6g}</effort></limit><dynamics><damping>{m.dof_damping[dof]:.6g}</damping>"
-                       f"<friction>{m.dof_frictionloss[dof]:.6g}</friction></dynamics></axis></joint>")  # fmt: skip
+            jpos = " ".join(f"{v:.6g}" for v in m.jnt_pos[j])
+            out.append(
+                f'<joint name="{escape(jname)}" type="{kind}"><pose>{jpos} 0 0 0</pose>'
+                f"<parent>{escape(parent_name)}</parent><child>{escape(child)}</child>"
+                f"<axis><xyz>{axis}</xyz><limit><lower>{lo:.6g}</lower><upper>{hi:.6g}</upper>"
+                f"<effort>{effort:.6g}</effort></limit><dynamics><damping>{m.dof_damping[dof]:.6g}</damping>"
+                f"<friction>{m.dof_frictionloss[dof]:.6g}</friction></dynamics></axis></joint>"
+            )
     return out
 
 
@@ -178,21 +191,29 @@ def urdf(robot: Robot) -> str:
         rpy = " ".join(f"{v:.6g}" for v in _rpy(m.body_quat[b]))
         jnts = [j for j in range(m.njnt) if m.jnt_bodyid[j] == b]
         if not jnts:
-            out.append(f'<joint name="{escape(cname)}_fixed" type="fixed"><parent link="{escape(pname)}"/>'
-                       f'<child link="{escape(cname)}"/><origin xyz="{origin}" rpy="{rpy}"/></joint>')  # fmt: skip
+            out.append(
+                f'<joint name="{escape(cname)}_fixed" type="fixed"><parent link="{escape(pname)}"/>'
+                f'<child link="{escape(cname)}"/><origin xyz="{origin}" rpy="{rpy}"/></joint>'
+            )
             continue
         j = jnts[0]
         kind = "revolute" if int(m.jnt_type[j]) == _jt.mjJNT_HINGE else "prismatic"
         lo, hi = m.jnt_range[j] if m.jnt_limited[j] else (-3.14159, 3.14159)
-        out.append(f'<joint name="{escape(_name(m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint"))}" type="{kind}">'
-                   f'<parent link="{escape(pname)}"/><child link="{escape(cname)}"/><origin xyz="{origin}" rpy="{rpy}"/>'
-                   f'<axis xyz="{" ".join(f"{v:.6g}" for v in m.jnt_axis[j])}"/>'
-                   f'<limit lower="{lo:.6g}" upper="{hi:.6g}" effort="100" velocity="10"/></joint>')  # fmt: skip
-    out.append('<ros2_control name="GazeboSimSystem" type="system"><hardware>'
-               "<plugin>gz_ros2_control/GazeboSimSystem</plugin></hardware>")  # fmt: skip
+        out.append(
+            f'<joint name="{escape(_name(m, mujoco.mjtObj.mjOBJ_JOINT, j, "joint"))}" type="{kind}">'
+            f'<parent link="{escape(pname)}"/><child link="{escape(cname)}"/><origin xyz="{origin}" rpy="{rpy}"/>'
+            f'<axis xyz="{" ".join(f"{v:.6g}" for v in m.jnt_axis[j])}"/>'
+            f'<limit lower="{lo:.6g}" upper="{hi:.6g}" effort="100" velocity="10"/></joint>'
+        )
+    out.append(
+        '<ros2_control name="GazeboSimSystem" type="system"><hardware>'
+        "<plugin>gz_ros2_control/GazeboSimSystem</plugin></hardware>"
+    )
     for name in robot.joint_names:
-        out.append(f'<joint name="{escape(name)}"><command_interface name="position"/>'
-                   '<state_interface name="position"/><state_interface name="velocity"/></joint>')  # fmt: skip
+        out.append(
+            f'<joint name="{escape(name)}"><command_interface name="position"/>'
+            '<state_interface name="position"/><state_interface name="velocity"/></joint>'
+        )
     out.append("</ros2_control>\n</robot>")
     return "\n".join(out)
 
@@ -200,30 +221,43 @@ def urdf(robot: Robot) -> str:
 def controllers_yaml(robot: Robot, rate_hz: float) -> dict:
     """controller_manager config: joint_state_broadcaster + joint_group_position_controller."""
     return {
-        "controller_manager": {"ros__parameters": {
-            "update_rate": int(round(rate_hz)),
-            "joint_state_broadcaster": {"type": "joint_state_broadcaster/JointStateBroadcaster"},
-            "joint_group_position_controller": {"type": "position_controllers/JointGroupPositionController"},
-        }},
+        "controller_manager": {
+            "ros__parameters": {
+                "update_rate": round(rate_hz),
+                "joint_state_broadcaster": {"type": "joint_state_broadcaster/JointStateBroadcaster"},
+                "joint_group_position_controller": {"type": "position_controllers/JointGroupPositionController"},
+            }
+        },
         "joint_group_position_controller": {"ros__parameters": {"joints": list(robot.joint_names)}},
-    }  # fmt: skip
+    }
 
 
 def bridge_yaml() -> list[dict]:
     """ros_gz_bridge entries: the sim clock (joint states and commands go through ros2_control)."""
     return [
-        {"ros_topic_name": "/clock", "gz_topic_name": "/clock", "ros_type_name": "rosgraph_msgs/msg/Clock",
-         "gz_type_name": "gz.msgs.Clock", "direction": "GZ_TO_ROS"},
-        {"ros_topic_name": "/camera/image_raw", "gz_topic_name": "/camera", "ros_type_name": "sensor_msgs/msg/Image",
-         "gz_type_name": "gz.msgs.Image", "direction": "GZ_TO_ROS"},
-    ]  # fmt: skip
+        {
+            "ros_topic_name": "/clock",
+            "gz_topic_name": "/clock",
+            "ros_type_name": "rosgraph_msgs/msg/Clock",
+            "gz_type_name": "gz.msgs.Clock",
+            "direction": "GZ_TO_ROS",
+        },
+        {
+            "ros_topic_name": "/camera/image_raw",
+            "gz_topic_name": "/camera",
+            "ros_type_name": "sensor_msgs/msg/Image",
+            "gz_type_name": "gz.msgs.Image",
+            "direction": "GZ_TO_ROS",
+        },
+    ]
 
 
 def write_assets(robot: Robot, out_dir: Path, control_hz: float = 25.0) -> GazeboAssets:
     """Write world.sdf, robot.urdf, controllers.yaml and bridge.yaml into ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    assets = GazeboAssets(out_dir / "world.sdf", out_dir / "robot.urdf", out_dir / "controllers.yaml",
-                          out_dir / "bridge.yaml")  # fmt: skip
+    assets = GazeboAssets(
+        out_dir / "world.sdf", out_dir / "robot.urdf", out_dir / "controllers.yaml", out_dir / "bridge.yaml"
+    )
     assets.world.write_text(world_sdf(robot))
     assets.urdf.write_text(urdf(robot))
     assets.controllers.write_text(yaml.safe_dump(controllers_yaml(robot, control_hz), sort_keys=False))

@@ -86,8 +86,14 @@ class TrainerNode(Node):
 
         name, runs = self.get_parameter("name").value, Path(self.get_parameter("runs").value)
         try:
-            self.result = train(self.cfg, name, runs, resume=bool(self.get_parameter("resume").value),
-                                progress=False, extra_callbacks=[NodeHooks(self)])  # fmt: skip
+            self.result = train(
+                self.cfg,
+                name,
+                runs,
+                resume=bool(self.get_parameter("resume").value),
+                progress=False,
+                extra_callbacks=[NodeHooks(self)],
+            )
             self.publish_progress(
                 {"done": True, "steps": self.result["steps"], "success": self.result["final_success"]}
             )
