@@ -1,7 +1,7 @@
 # embodied_ws — `make train` trains the default policy, `make test` runs the tests.
 # Both run `make setup` first (idempotent: a second run only checks a stamp).
 SHELL := /bin/bash
-PYTHON ?= $(shell command -v python3.12 2>/dev/null || ls -d $$(pyenv root 2>/dev/null)/versions/3.12.*/bin/python3 2>/dev/null | tail -1)
+PYTHON ?= $(shell for p in $$(ls -d $$(pyenv root 2>/dev/null)/versions/3.12.*/bin/python3 2>/dev/null) $$(command -v python3.12) /usr/bin/python3.12; do "$$p" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null && echo "$$p" && break; done)
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-stamp
