@@ -11,6 +11,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from embodied_ws.core.gpu import nvidia_smi
+
 
 @dataclass
 class Check:
@@ -104,19 +106,7 @@ def check_torch() -> Check:
 
 
 def _nvidia_driver() -> str | None:
-    if not shutil.which("nvidia-smi"):
-        return None
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout
-    except subprocess.SubprocessError:
-        return None
-    return out.strip().splitlines()[0] if out.strip() else None
+    return nvidia_smi("driver_version")
 
 
 def check_mujoco_gl() -> Check:

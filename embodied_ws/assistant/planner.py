@@ -9,12 +9,11 @@ Layers are offloaded while their share of weights + KV cache fits the free VRAM 
 from __future__ import annotations
 
 import math
-import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from embodied_ws.core.errors import UserError
+from embodied_ws.core.gpu import nvidia_smi
 
 OVERHEAD = 1.2
 GIB = 1024**3
@@ -138,17 +137,11 @@ def shape_from_gguf(path: Path) -> ModelShape:
 
 def free_vram_bytes() -> float:
     """Free memory of the first GPU (nvidia-smi, else torch), or 0 without a GPU."""
-    if shutil.which("nvidia-smi"):
+    free_mib = nvidia_smi("memory.free")
+    if free_mib is not None:
         try:
-            out = subprocess.run(
-                ["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
-                capture_output=True,
-                text=True,
-                timeout=10,
-                check=True,
-            ).stdout
-            return float(out.split()[0]) * 2**20
-        except (subprocess.SubprocessError, ValueError, IndexError):
+            return float(free_mib) * 2**20
+        except ValueError:
             pass
     try:
         import torch

@@ -31,7 +31,7 @@ from embodied_ws.ros import conversions as conv
 from embodied_ws.ros import qos
 from embodied_ws.ros.nodes.mujoco_sim_node import published_joints
 from embodied_ws.sim.core import EnvCore
-from embodied_ws.sim.env import action_space, observation_space
+from embodied_ws.sim.env import CoreHooks, action_space, observation_space
 
 
 class _Link:
@@ -87,7 +87,7 @@ class _Link:
         rclpy.try_shutdown(context=self.ctx)
 
 
-class RosTopicEnv(gym.Env):
+class RosTopicEnv(CoreHooks, gym.Env):
     """The robot/task of ``cfg`` reached through ROS topics.
 
     :param cfg: run configuration (``env``, ``task`` and ``ros`` sections)
@@ -155,19 +155,6 @@ class RosTopicEnv(gym.Env):
 
     def close(self) -> None:
         self.link.close()
-
-    # hooks shared with RobotEnv (curriculum, checkpoints)
-    def set_dr_scale(self, scale: float) -> None:
-        """Curriculum knob for the env-side DR (the simulator applies its own physics DR)."""
-        self.core.set_dr_scale(scale)
-
-    def get_core_state(self) -> dict[str, Any]:
-        """RNG and DR state for checkpoints."""
-        return self.core.state_dict()
-
-    def set_core_state(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`get_core_state`."""
-        self.core.load_state_dict(state)
 
     # ------------------------------------------------------------------ transport
     def _exchange(self, ctrl: np.ndarray) -> JointState:

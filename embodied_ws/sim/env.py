@@ -27,7 +27,25 @@ def action_space(core: EnvCore) -> gym.spaces.Box:
     return gym.spaces.Box(-1.0, 1.0, (core.robot.nu,), np.float32)
 
 
-class RobotEnv(gym.Env):
+class CoreHooks:
+    """What ``VecEnv.env_method`` reaches on any env built around an :class:`EnvCore` (curriculum, checkpoints)."""
+
+    core: EnvCore
+
+    def set_dr_scale(self, scale: float) -> None:
+        """Curriculum knob: 0 = nominal model, 1 = full DR ranges."""
+        self.core.set_dr_scale(scale)
+
+    def get_core_state(self) -> dict[str, Any]:
+        """RNG and DR state for checkpoints."""
+        return self.core.state_dict()
+
+    def set_core_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`get_core_state`."""
+        self.core.load_state_dict(state)
+
+
+class RobotEnv(CoreHooks, gym.Env):
     """A registered robot/task (or any MJCF with the reach task) as a gymnasium env.
 
     ``info`` carries ``is_success``, ``reward_terms`` and the sampled DR values ``dr``.
@@ -121,19 +139,6 @@ class RobotEnv(gym.Env):
         for r in self._renderers.values():
             r.close()
         self._renderers.clear()
-
-    # ------------------------------------------------------------------ DR / curriculum hooks (VecEnv.env_method)
-    def set_dr_scale(self, scale: float) -> None:
-        """Curriculum knob: 0 = nominal model, 1 = full DR ranges."""
-        self.core.set_dr_scale(scale)
-
-    def get_core_state(self) -> dict[str, Any]:
-        """RNG and DR state for checkpoints."""
-        return self.core.state_dict()
-
-    def set_core_state(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`get_core_state`."""
-        self.core.load_state_dict(state)
 
     # ------------------------------------------------------------------ helpers
     def _wrap(self, obs: np.ndarray) -> Any:
