@@ -219,10 +219,18 @@ class RosTopicEnv(CoreHooks, gym.Env):
     def _wait_for_simulator(self) -> None:
         """``on_lost: wait``: block until the reset service is back, then start a new episode."""
         r = self.cfg.ros
-        if self.link.reset_client is None or not self.link.reset_client.wait_for_service(timeout_sec=r.lost_wait_s):
-            raise EnvLost(f"simulator did not come back within {r.lost_wait_s:.0f} s", f"{r.sim_node}/reset")
+        deadline = time.monotonic() + r.lost_wait_s
+        while True:
+            # the dead node can linger in the DDS graph for a while: keep trying resets until one answers
+            try:
+                self._reset_simulator()
+                break
+            except EnvLost:
+                if self.link.reset_client is None or time.monotonic() > deadline:
+                    raise EnvLost(f"simulator did not come back within {r.lost_wait_s:.0f} s",
+                                  f"{r.sim_node}/reset") from None  # fmt: skip
+                self.link.wait_for(lambda: False, 0.5)
         self.stats["sim_restarts"] += 1
-        self._reset_simulator()
         self.core.begin_episode(0)
 
     def _load_state(self, msg: JointState) -> None:
