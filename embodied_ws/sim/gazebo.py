@@ -68,6 +68,24 @@ def _links(robot: Robot) -> list[int]:
     return [b for b in range(1, m.nbody) if m.body_mocapid[b] < 0]
 
 
+def _tree(robot: Robot) -> list[tuple[int, str, str, list[int]]]:
+    """``(body, parent link name, link name, joint ids)`` for every link, parents first."""
+    m = robot.model
+    out = []
+    for b in _links(robot):
+        parent = int(m.body_parentid[b])
+        pname = "world" if parent == 0 else _name(m, mujoco.mjtObj.mjOBJ_BODY, parent, "body")
+        out.append(
+            (
+                b,
+                pname,
+                _name(m, mujoco.mjtObj.mjOBJ_BODY, b, "body"),
+                [j for j in range(m.njnt) if m.jnt_bodyid[j] == b],
+            )
+        )
+    return out
+
+
 def model_sdf(robot: Robot) -> str:
     """The ``<model>`` element of ``robot`` at its home pose."""
     m = robot.model
@@ -115,12 +133,7 @@ def model_sdf(robot: Robot) -> str:
 def _joints_sdf(robot: Robot) -> list[str]:
     m = robot.model
     out = []
-    links = set(_links(robot))
-    for b in sorted(links):
-        parent = int(m.body_parentid[b])
-        parent_name = "world" if parent == 0 else _name(m, mujoco.mjtObj.mjOBJ_BODY, parent, "body")
-        child = _name(m, mujoco.mjtObj.mjOBJ_BODY, b, "body")
-        jnts = [j for j in range(m.njnt) if m.jnt_bodyid[j] == b]
+    for _body, parent_name, child, jnts in _tree(robot):
         if not jnts:
             out.append(
                 f'<joint name="{escape(child)}_fixed" type="fixed"><parent>{escape(parent_name)}</parent>'
@@ -183,13 +196,9 @@ def urdf(robot: Robot) -> str:
     links = _links(robot)
     out = [f'<?xml version="1.0"?>\n<robot name="{escape(robot.name)}">', '<link name="world"/>']
     out += [f'<link name="{escape(_name(m, mujoco.mjtObj.mjOBJ_BODY, b, "body"))}"/>' for b in links]
-    for b in links:
-        parent = int(m.body_parentid[b])
-        pname = "world" if parent == 0 else _name(m, mujoco.mjtObj.mjOBJ_BODY, parent, "body")
-        cname = _name(m, mujoco.mjtObj.mjOBJ_BODY, b, "body")
+    for b, pname, cname, jnts in _tree(robot):
         origin = " ".join(f"{v:.6g}" for v in m.body_pos[b])
         rpy = " ".join(f"{v:.6g}" for v in _rpy(m.body_quat[b]))
-        jnts = [j for j in range(m.njnt) if m.jnt_bodyid[j] == b]
         if not jnts:
             out.append(
                 f'<joint name="{escape(cname)}_fixed" type="fixed"><parent link="{escape(pname)}"/>'
