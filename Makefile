@@ -39,6 +39,8 @@ lint: setup
 bench: setup
 	$(BIN)/python bench/sim_throughput.py
 	$(BIN)/python bench/train_throughput.py
+	$(BIN)/python bench/triage.py
+	$(BIN)/python bench/ros_bridge.py
 
 lock: setup
 	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^ros-' > requirements/lock.txt
