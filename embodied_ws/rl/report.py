@@ -93,7 +93,7 @@ def write_report(
         f"- env steps: {summary['steps']:,} in {total / 60:.1f} min ({t['env_steps_per_s']:,.0f} env-steps/s)",
         f"- final evaluation success: {_pct(summary.get('final_success'))}"
         f" over {(summary.get('final_eval') or {}).get('episodes', 0)} episodes with full DR"
-        f" (target {_pct(summary.get('target_success'))})",
+        f" (training stops early after two evaluations in a row at {_pct(summary.get('target_success'))})",
         f"- physics resets (NaN/instability, env reset and training went on): {summary['physics_resets']}",
         "",
         "## Where time went",
