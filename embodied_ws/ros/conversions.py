@@ -21,19 +21,6 @@ def from_time(stamp: Time) -> float:
     return stamp.sec + stamp.nanosec * 1e-9
 
 
-def joint_state(
-    names: list[str], position: np.ndarray, velocity: np.ndarray, effort: np.ndarray, t: float
-) -> JointState:
-    """A JointState stamped with (sim) time ``t``."""
-    msg = JointState()
-    msg.header.stamp = to_time(t)
-    msg.name = list(names)
-    msg.position = position.tolist()
-    msg.velocity = velocity.tolist()
-    msg.effort = effort.tolist()
-    return msg
-
-
 class JointStateWriter:
     """Reuses one JointState (names set once; arrays through array.array, rclpy's fast path)."""
 
@@ -73,18 +60,6 @@ class JointReader:
             np.frombuffer(msg.velocity, dtype=np.float64)[self._idx] if len(msg.velocity) else np.zeros(self._idx.size)
         )
         return pos, vel
-
-
-def joint_arrays(msg: JointState, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Positions and velocities of ``names`` (in that order); a missing joint raises KeyError naming it."""
-    index = {n: i for i, n in enumerate(msg.name)}
-    missing = [n for n in names if n not in index]
-    if missing:
-        raise KeyError(f"joint_states lacks joints {missing}")
-    idx = [index[n] for n in names]
-    pos = np.asarray(msg.position, dtype=np.float64)[idx]
-    vel = np.asarray(msg.velocity, dtype=np.float64)[idx] if len(msg.velocity) else np.zeros(len(idx))
-    return pos, vel
 
 
 def float_array(values: np.ndarray, label: str = "", offset: int = 0) -> Float64MultiArray:
