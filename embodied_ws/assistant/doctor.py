@@ -3,24 +3,21 @@
 from __future__ import annotations
 
 import json
-import re
 from collections import deque
 from pathlib import Path
 from typing import Any
 
+from embodied_ws.assistant.parsers import is_error
 from embodied_ws.assistant.rules import load_rules
 from embodied_ws.assistant.sources import read_chunks
 from embodied_ws.assistant.triage import Finding, Triage
 
-ERROR_LINE = re.compile(
-    r"\b\w*(?:Error|Exception)\b|(?i:\b(?:error|fatal|traceback|failed|cannot|not found)\b)|\[Err\]"
-)
 TAIL_LINES = 40
 
 
 def is_error_line(line: str) -> bool:
-    """Heuristic used to highlight lines and pick excerpts."""
-    return bool(ERROR_LINE.search(line))
+    """Error or fatal line in any known format (used to pick excerpts for the model)."""
+    return is_error(line)
 
 
 def triage_source(source: str, rule_files: list[Path] | None = None) -> tuple[Triage, list[str]]:

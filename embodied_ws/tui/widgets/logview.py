@@ -5,9 +5,10 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import RichLog
 
-from embodied_ws.assistant.doctor import is_error_line
+from embodied_ws.assistant.parsers import parse_line
 
 MAX_LINES = 50_000
+STYLES = {"fatal": "bold red", "error": "bold red", "warn": "yellow", "debug": "dim"}
 
 
 class LogView(RichLog):
@@ -21,13 +22,12 @@ class LogView(RichLog):
         self.raw_lines: list[str] = []
 
     def add_lines(self, lines: list[str]) -> None:
-        """Append lines; error lines are shown in bold red and indexed for jumping."""
+        """Append lines coloured by parsed severity; error lines are indexed for jumping."""
         for line in lines:
-            if is_error_line(line):
+            severity = parse_line(line).severity
+            if severity in ("error", "fatal"):
                 self.error_rows.append(self.rows)
-                self.write(Text(line, style="bold red"))
-            else:
-                self.write(Text(line))
+            self.write(Text(line, style=STYLES.get(severity, "")))
             self.rows += 1
         self.raw_lines.extend(lines)
         del self.raw_lines[:-MAX_LINES]
