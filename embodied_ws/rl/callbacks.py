@@ -222,6 +222,10 @@ class RichProgress(BaseCallback):
         self._progress.update(self._task, completed=self.model.num_timesteps, stats=stats)
 
     def _on_training_end(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the bar (idempotent; also called when training stops on an error)."""
         if self._progress is not None:
             self._progress.update(self._task, completed=self.model.num_timesteps)
             self._progress.stop()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -155,7 +154,7 @@ def train(
     except KeyboardInterrupt:
         interrupted = "keyboard interrupt"
     except EnvLost as exc:
-        bar._on_training_end()
+        bar.close()
         path = checkpoints.save()
         venv.close()
         if eval_env:
@@ -166,7 +165,7 @@ def train(
             exc.topic,
         ) from None
     finally:
-        bar._on_training_end()
+        bar.close()
     final = None
     if evals and cfg.train.final_eval_episodes:
         final_env = make_vec_env(cfg, dr, cfg.train.final_eval_episodes, cfg.train.seed + 20_000, eval_kind)
@@ -212,4 +211,4 @@ def train(
 def _single_core(cfg: RunConfig, dr: Any) -> Any:
     from embodied_ws.sim.core import EnvCore
 
-    return EnvCore(dataclasses.replace(cfg), dr, 1, 0)
+    return EnvCore(cfg, dr, 1, 0)
