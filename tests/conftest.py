@@ -34,6 +34,24 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subpro
     )
 
 
+def train_cmd(runs: Path, name: str, sets: list[str], *extra: str) -> list[str]:
+    """``embodied-ws train --json`` for run ``name`` under ``runs`` with ``--set`` overrides."""
+    args = [a for s in sets for a in ("--set", s)]
+    return [
+        sys.executable,
+        "-m",
+        "embodied_ws.cli",
+        "train",
+        "--name",
+        name,
+        "--runs",
+        str(runs),
+        "--json",
+        *args,
+        *extra,
+    ]
+
+
 @pytest.fixture
 def cli():
     """The CLI runner."""

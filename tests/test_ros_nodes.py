@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import train_cmd
 from ros_helpers import ROOT, isolate_dds, start_node, stop, wait_until
 
 from embodied_ws.config.loader import load_config, load_dr
@@ -57,29 +57,12 @@ def test_lockstep_ros_path_equals_in_process_env() -> None:
         stop(sim)
 
 
+ROS_TRAIN_SETS = ["train.vec_env=ros", "train.n_envs=1", "ppo.n_steps=128", "ppo.batch_size=64", "ppo.n_epochs=2",
+                  "train.eval_every=0", "train.curriculum_steps=0"]  # fmt: skip
+
+
 def _train_cmd(runs: Path, name: str, *sets: str) -> list[str]:
-    base = [
-        "train.vec_env=ros",
-        "train.n_envs=1",
-        "ppo.n_steps=128",
-        "ppo.batch_size=64",
-        "ppo.n_epochs=2",
-        "train.eval_every=0",
-        "train.curriculum_steps=0",
-        *sets,
-    ]
-    return [
-        sys.executable,
-        "-m",
-        "embodied_ws.cli",
-        "train",
-        "--name",
-        name,
-        "--runs",
-        str(runs),
-        "--json",
-        *[a for s in base for a in ("--set", s)],
-    ]
+    return train_cmd(runs, name, [*ROS_TRAIN_SETS, *sets])
 
 
 def test_ppo_trains_through_the_ros_topic_env(tmp_path: Path) -> None:

@@ -6,12 +6,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import train_cmd
 
 from embodied_ws.config.loader import load_config, load_dr
 from embodied_ws.deploy.policy import ExportedPolicy
@@ -123,27 +123,11 @@ def test_eval_writes_metrics_and_video(short_run: tuple[Path, dict], cli) -> Non
     assert frames.shape[0] == 3 * 50 and frames.shape[-1] == 3
 
 
+CRASH_SETS = ["train.total_timesteps=40960", "train.checkpoint_every=4096", "train.eval_every=0", "train.n_envs=8"]
+
+
 def _train_cmd(runs: Path, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "embodied_ws.cli",
-        "train",
-        "--name",
-        "crash",
-        "--runs",
-        str(runs),
-        "--json",
-        "--set",
-        "train.total_timesteps=40960",
-        "--set",
-        "train.checkpoint_every=4096",
-        "--set",
-        "train.eval_every=0",
-        "--set",
-        "train.n_envs=8",
-        *extra,
-    ]
+    return train_cmd(runs, "crash", CRASH_SETS, *extra)
 
 
 def test_kill_9_then_resume_continues_from_last_checkpoint(tmp_path: Path) -> None:
