@@ -24,9 +24,10 @@ class TimeBreakdown(BaseCallback):
     def __init__(self, timer: Any) -> None:
         super().__init__()
         self.timer = timer
-        self.sampling = self.update = self.other = 0.0
+        self.sampling = self.update = 0.0
         self._rollout_start = self._rollout_end = None
         self.start = time.perf_counter()
+        self.end: float | None = None
 
     def _on_rollout_start(self) -> None:
         now = time.perf_counter()
@@ -42,27 +43,34 @@ class TimeBreakdown(BaseCallback):
     def _on_step(self) -> bool:
         return True
 
-    def summary(self, steps_done: int, extra_seconds: dict[str, float]) -> dict[str, float]:
-        """Seconds and shares per phase; ``waiting_for_data`` is the learner's time blocked on env steps."""
+    def _on_training_end(self) -> None:
+        self.end = time.perf_counter()
         if self._rollout_end is not None:
-            self.update += time.perf_counter() - self._rollout_end
+            self.update += self.end - self._rollout_end
             self._rollout_end = None
-        for v in extra_seconds.values():
-            self.update -= v  # eval/checkpoint time is spent between rollouts: not PPO update time
+
+    def summary(self, steps_done: int, extra_seconds: dict[str, float]) -> dict[str, float]:
+        """Seconds per phase of the learning loop (work after it, such as the final evaluation, is not
+        counted); ``waiting_for_data`` is the learner's time blocked on env steps.
+
+        :param extra_seconds: time spent between rollouts on other work (eval, checkpoints), taken out of
+            the update time
+        """
+        end = self.end if self.end is not None else time.perf_counter()
+        update = self.update - sum(extra_seconds.values())
         env = self.timer.step_seconds
-        total = time.perf_counter() - self.start
-        out = {
+        total = end - self.start
+        return {
             "total_s": total,
             "sampling_s": self.sampling,
             "env_step_s": env,
             "policy_inference_s": max(self.sampling - env, 0.0),
-            "update_s": max(self.update, 0.0),
+            "update_s": max(update, 0.0),
             "waiting_for_data_s": env,
             **{f"{k}_s": v for k, v in extra_seconds.items()},
             "env_steps": steps_done,
             "env_steps_per_s": steps_done / total if total > 0 else 0.0,
         }
-        return out
 
 
 class CheckpointEvery(BaseCallback):

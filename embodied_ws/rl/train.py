@@ -166,6 +166,10 @@ def train(
         ) from None
     finally:
         bar.close()
+    timing = times.summary(
+        int(model.num_timesteps) - (cfg.train.total_timesteps - remaining),
+        {"eval": evals.seconds if evals else 0.0, "checkpoint": checkpoints.seconds},
+    )
     final = None
     if evals and cfg.train.final_eval_episodes:
         final_env = make_vec_env(cfg, dr, cfg.train.final_eval_episodes, cfg.train.seed + 20_000, eval_kind)
@@ -189,10 +193,7 @@ def train(
         "final_eval": final,
         "target_success": cfg.train.target_success,
         "physics_resets": bar.physics_resets,
-        "time": times.summary(
-            int(model.num_timesteps) - (cfg.train.total_timesteps - remaining),
-            {"eval": evals.seconds if evals else 0.0, "checkpoint": checkpoints.seconds},
-        ),
+        "time": timing,
         "hardware": hardware_summary(
             str(model.device),
             sum(p.numel() for p in model.policy.parameters()),

@@ -10,6 +10,7 @@ import mujoco
 import numpy as np
 
 from embodied_ws.config.schema import RunConfig
+from embodied_ws.core.errors import ConfigError
 from embodied_ws.randomization.spec import DRSpec
 from embodied_ws.sim.core import EnvCore
 from embodied_ws.sim.robot import Robot
@@ -160,8 +161,6 @@ class RobotEnv(CoreHooks, gym.Env):
         if name:
             cid = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_CAMERA, name)
             if cid < 0:
-                from embodied_ws.core.errors import ConfigError
-
                 raise ConfigError(f"no camera {name!r} in the model", "env.camera")
             return cid
         return 0 if self.model.ncam else -1

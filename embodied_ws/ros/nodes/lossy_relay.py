@@ -9,12 +9,11 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from std_msgs.msg import Float64MultiArray
 
 from embodied_ws.ros import qos
+from embodied_ws.ros.spin import run_node
 
 PARAMETERS = {
     "input": "/relay/commands",
@@ -47,17 +46,11 @@ class LossyRelay(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Entry point."""
-    rclpy.init(args=args)
-    node = LossyRelay()
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
+
+    def report(node: LossyRelay) -> None:
         node.get_logger().info(f"forwarded {node.forwarded}, dropped {node.dropped}")
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+
+    return run_node(LossyRelay, args, report)
 
 
 if __name__ == "__main__":

@@ -14,8 +14,6 @@ import sys
 
 import mujoco
 import numpy as np
-import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Image, JointState
@@ -27,6 +25,7 @@ from embodied_ws.core.errors import UserError
 from embodied_ws.ros import conversions as conv
 from embodied_ws.ros import qos
 from embodied_ws.ros.params import config_overrides, declare_config
+from embodied_ws.ros.spin import run_node
 from embodied_ws.sim.core import EnvCore
 
 #: node-level parameters (config fields are declared too, as ``env.robot``, ``env.task`` ...)
@@ -172,21 +171,7 @@ class MujocoSimNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Entry point (``ros2 run embodied_ws mujoco_sim_node``)."""
-    rclpy.init(args=args)
-    try:
-        node = MujocoSimNode()
-    except UserError as exc:
-        print(exc.line(), file=sys.stderr)
-        rclpy.try_shutdown()
-        return 2
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_node(MujocoSimNode, args)
 
 
 if __name__ == "__main__":

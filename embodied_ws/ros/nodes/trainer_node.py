@@ -21,8 +21,9 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from embodied_ws.config.loader import load_config
-from embodied_ws.core.errors import EnvLost, UserError
+from embodied_ws.core.errors import EXIT_USER_ERROR, EnvLost, UserError
 from embodied_ws.ros.params import config_overrides, declare_config
+from embodied_ws.ros.spin import create_node
 
 PARAMETERS = {"config": "reach", "backend": "mujoco", "name": "ros_run", "runs": "runs", "resume": False}
 
@@ -115,13 +116,9 @@ class TrainerNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Entry point (``ros2 run embodied_ws trainer_node``)."""
-    rclpy.init(args=args)
-    try:
-        node = TrainerNode()
-    except UserError as exc:
-        print(exc.line(), file=sys.stderr)
-        rclpy.try_shutdown()
-        return 2
+    node = create_node(TrainerNode, args)
+    if node is None:
+        return EXIT_USER_ERROR
     node.worker.start()
     executor = MultiThreadedExecutor(num_threads=2)
     executor.add_node(node)
