@@ -25,10 +25,10 @@ from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
 from embodied_ws.config.schema import RunConfig
-from embodied_ws.core.errors import EnvLost
+from embodied_ws.core.errors import EnvLost, UserError
 from embodied_ws.randomization.spec import DRSpec
+from embodied_ws.ros import cdr, qos
 from embodied_ws.ros import conversions as conv
-from embodied_ws.ros import qos
 from embodied_ws.ros.nodes.mujoco_sim_node import published_joints
 from embodied_ws.sim.core import EnvCore
 from embodied_ws.sim.env import CoreHooks, action_space, observation_space
@@ -39,20 +39,21 @@ class _Link:
 
     The executor is spun in the calling thread while the env waits (no background thread): a
     lockstep step is then one publish and one wake-up, like a raw ping-pong (``bench/ros_bridge.py``).
+    ``/joint_states`` is taken serialized and commands go out serialized (:mod:`embodied_ws.ros.cdr`).
     """
 
     def __init__(self, cfg: RunConfig) -> None:
         self.ctx = rclpy.Context()
         rclpy.init(context=self.ctx)
         self.node = Node(f"embodied_topic_env_{os.getpid()}", context=self.ctx)
-        self.state: JointState | None = None
+        self.state: bytes | None = None  # the latest /joint_states, serialized
         self.state_count = 0
         self.goal: np.ndarray | None = None
         self.episode = -1
         r = cfg.ros
         self.command_topic = r.command_topic or f"/{r.controller}/commands"
         self.pub = self.node.create_publisher(Float64MultiArray, self.command_topic, qos.COMMAND)
-        self.node.create_subscription(JointState, "/joint_states", self._on_state, qos.STATE)
+        self.node.create_subscription(JointState, "/joint_states", self._on_state, qos.STATE, raw=True)
         self.node.create_subscription(Float64MultiArray, "/embodied/task", self._on_task, qos.LATCHED)
         self.reset_client = self.node.create_client(Trigger, f"{r.sim_node}/reset") if r.sim_node else None
         # rclpy's C++ events executor: far less Python per wake-up than SingleThreadedExecutor
@@ -60,8 +61,8 @@ class _Link:
         self.executor.add_node(self.node)
         self._open = True
 
-    def _on_state(self, msg: JointState) -> None:
-        self.state = msg
+    def _on_state(self, raw: bytes) -> None:
+        self.state = raw
         self.state_count += 1
 
     def _on_task(self, msg: Float64MultiArray) -> None:
@@ -109,8 +110,8 @@ class RosTopicEnv(CoreHooks, gym.Env):
         self.observation_space = observation_space(self.core)
         self.action_space = action_space(self.core)
         self.link = _Link(cfg)
-        self._reader = conv.JointReader(self.joint_names)
-        self._cmd = Float64MultiArray()
+        self._decoder = cdr.JointStateDecoder(self.joint_names)
+        self._cmd = cdr.FloatArrayEncoder(self.core.robot.nu)
         self.stats = {"dropped": 0, "stale": 0, "timeouts": 0, "sim_restarts": 0}
         self._last_stamp = -1.0
         self._next_tick = 0.0
@@ -126,7 +127,7 @@ class RosTopicEnv(CoreHooks, gym.Env):
             self.core.goal[0] = self.link.goal
         msg = self.link.state
         self._load_state(msg)
-        self._last_stamp = conv.from_time(msg.header.stamp)
+        self._last_stamp = self._decoder.stamp(msg)
         self._next_tick = time.monotonic() + self.core.control_dt
         obs = self.core.first_obs(0, self.data.qpos, self.data.qvel, self.data.sensordata)
         return obs.astype(np.float32), {"is_success": False, "dr": dict(self.core.dr_values[0])}
@@ -157,9 +158,9 @@ class RosTopicEnv(CoreHooks, gym.Env):
         self.link.close()
 
     # ------------------------------------------------------------------ transport
-    def _exchange(self, ctrl: np.ndarray) -> JointState:
+    def _exchange(self, ctrl: np.ndarray) -> bytes:
         r, link = self.cfg.ros, self.link
-        cmd = conv.set_array(self._cmd, ctrl)
+        cmd = self._cmd.encode(ctrl)
         if r.mode == "realtime":
             link.pub.publish(cmd)
             link.wait_for(lambda: time.monotonic() >= self._next_tick, max(0.0, self._next_tick - time.monotonic()))
@@ -177,7 +178,7 @@ class RosTopicEnv(CoreHooks, gym.Env):
             "/joint_states",
         )
 
-    def _fresh_realtime(self) -> JointState:
+    def _fresh_realtime(self) -> bytes:
         r, link = self.cfg.ros, self.link
         deadline = time.monotonic() + r.timeout_s
         while True:
@@ -190,11 +191,11 @@ class RosTopicEnv(CoreHooks, gym.Env):
             self.stats["stale"] += 1
             link.wait_for(lambda: link.state is not None and self._newer(link.state), r.stale_s)
 
-    def _newer(self, msg: JointState) -> bool:
-        return conv.from_time(msg.header.stamp) > self._last_stamp
+    def _newer(self, msg: bytes) -> bool:
+        return self._decoder.stamp(msg) > self._last_stamp
 
-    def _accept(self, msg: JointState) -> JointState:
-        self._last_stamp = conv.from_time(msg.header.stamp)
+    def _accept(self, msg: bytes) -> bytes:
+        self._last_stamp = self._decoder.stamp(msg)
         return msg
 
     def _reset_simulator(self) -> None:
@@ -233,8 +234,13 @@ class RosTopicEnv(CoreHooks, gym.Env):
         self.stats["sim_restarts"] += 1
         self.core.begin_episode(0)
 
-    def _load_state(self, msg: JointState) -> None:
-        q, qd = self._reader.read(msg)
+    def _load_state(self, msg: bytes) -> None:
+        try:
+            q, qd = self._decoder.read(msg)
+        except KeyError as exc:
+            raise UserError(f"{exc.args[0]} (robot {self.core.robot.name})", "/joint_states") from None
+        except cdr.CdrError as exc:
+            raise UserError(str(exc), "/joint_states") from None
         d = self.data
         d.qpos[self._qadr] = q
         d.qvel[self._vadr] = qd

@@ -22,8 +22,8 @@ from std_srvs.srv import SetBool, Trigger
 
 from embodied_ws.config.loader import load_config, load_dr
 from embodied_ws.core.errors import UserError
+from embodied_ws.ros import cdr, qos
 from embodied_ws.ros import conversions as conv
-from embodied_ws.ros import qos
 from embodied_ws.ros.params import config_overrides, declare_config
 from embodied_ws.ros.spin import run_node
 from embodied_ws.sim.core import EnvCore
@@ -69,7 +69,7 @@ class MujocoSimNode(Node):
         self.steps = 0
         self.paused = False
         self._ctrl = np.zeros(self.model.nu)
-        self._writer = conv.JointStateWriter(self.joint_names)
+        self._state_bytes = cdr.JointStateEncoder(self.joint_names)
         self._lo, self._hi = self.core.robot.ctrl_low, self.core.robot.ctrl_high
         self._clock_listeners = 0
 
@@ -82,7 +82,8 @@ class MujocoSimNode(Node):
             self.pub_image = self.create_publisher(Image, "/camera/image_raw", qos.SENSOR)
             h, w = cfg.env.image_size
             self._renderer = mujoco.Renderer(self.model, h, w)
-        self.create_subscription(Float64MultiArray, f"/{controller}/commands", self._on_command, qos.COMMAND)
+        # the lockstep hot loop: state out and commands in as serialized bytes (embodied_ws.ros.cdr)
+        self.create_subscription(Float64MultiArray, f"/{controller}/commands", self._on_command, qos.COMMAND, raw=True)
         self.create_service(Trigger, "~/reset", self._on_reset)
         # link check: ~/ping is echoed on ~/pong at once (bench/ros_bridge.py's raw round-trip peer)
         self.pub_pong = self.create_publisher(Float64MultiArray, "~/pong", qos.COMMAND)
@@ -125,7 +126,7 @@ class MujocoSimNode(Node):
     def _publish(self) -> None:
         d, t = self.data, self.data.time
         self.pub_state.publish(
-            self._writer.fill(d.qpos[self._qadr], d.qvel[self._vadr], d.qfrc_actuator[self._vadr], t)
+            self._state_bytes.encode(d.qpos[self._qadr], d.qvel[self._vadr], d.qfrc_actuator[self._vadr], t)
         )
         if self.steps % 50 == 0:  # re-check now and then: the query itself is not free
             self._clock_listeners = self.pub_clock.get_subscription_count()
@@ -140,8 +141,12 @@ class MujocoSimNode(Node):
             self.pub_image.publish(img)
 
     # ------------------------------------------------------------------ callbacks
-    def _on_command(self, msg: Float64MultiArray) -> None:
-        values = conv.array_of(msg)
+    def _on_command(self, raw: bytes) -> None:
+        try:
+            values = cdr.float_array_values(raw)
+        except cdr.CdrError as exc:
+            self.get_logger().warn(f"command ignored: {exc}")
+            return
         if values.size != self.model.nu:
             self.get_logger().warn(f"command has {values.size} values, expected {self.model.nu}; ignored")
             return
