@@ -10,8 +10,10 @@ a real robot. Dropped commands are re-sent and counted; silence past the retries
 
 from __future__ import annotations
 
+import math
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -32,6 +34,8 @@ from embodied_ws.ros import conversions as conv
 from embodied_ws.ros.nodes.mujoco_sim_node import published_joints
 from embodied_ws.sim.core import EnvCore
 from embodied_ws.sim.env import CoreHooks, action_space, observation_space
+
+_SUM = np.add.reduce
 
 
 class _Link:
@@ -121,8 +125,8 @@ class RosTopicEnv(CoreHooks, gym.Env):
         super().reset(seed=seed)
         if seed is not None:
             self.core.seed(seed)
-        self._reset_simulator()
-        self.core.begin_episode(0)  # env-side DR draws, in the same order as the simulator's core
+        # env-side DR draws (same order as the simulator's core), done while the simulator resets
+        self._reset_simulator(meanwhile=lambda: self.core.begin_episode(0))
         if self.link.goal is not None and self.link.goal.size == self.core.goal.shape[1]:
             self.core.goal[0] = self.link.goal
         msg = self.link.state
@@ -144,11 +148,12 @@ class RosTopicEnv(CoreHooks, gym.Env):
             self._wait_for_simulator()
             msg, restarted = self.link.state, True
         self._load_state(msg)
-        unstable = bad | (not np.isfinite(self.data.qpos).all())
+        unstable = bad | (not math.isfinite(_SUM(self.data.qpos) + _SUM(self.data.qvel)))  # (1,) bools
+        d = self.data
         obs, reward, success, truncated, terms = self.core.finish_step(
-            self.data.qpos[None], self.data.qvel[None], self.data.sensordata[None], actions, np.atleast_1d(unstable)
+            d.qpos[None], d.qvel[None], d.sensordata[None], actions, unstable
         )
-        info = self.core.infos(success, terms, np.atleast_1d(unstable))[0]
+        info = self.core.infos(success, terms, unstable)[0]
         info["ros"] = dict(self.stats)
         if restarted:
             info["sim_restarted"] = True
@@ -198,9 +203,11 @@ class RosTopicEnv(CoreHooks, gym.Env):
         self._last_stamp = self._decoder.stamp(msg)
         return msg
 
-    def _reset_simulator(self) -> None:
+    def _reset_simulator(self, meanwhile: Callable[[], object]) -> None:
+        """Reset the simulator (``~/reset``) and wait for its new episode; ``meanwhile`` runs while it resets."""
         r, link = self.cfg.ros, self.link
         if link.reset_client is None:
+            meanwhile()
             if not link.wait_for(lambda: link.state is not None, r.timeout_s * (r.retries + 1)):
                 raise EnvLost("nothing published", "/joint_states")
             return
@@ -210,6 +217,7 @@ class RosTopicEnv(CoreHooks, gym.Env):
             raise EnvLost("reset service not available (is mujoco_sim_node running?)", f"{r.sim_node}/reset")
         count = link.state_count
         future = link.reset_client.call_async(Trigger.Request())
+        meanwhile()
         if not link.wait_for(future.done, patience):
             raise EnvLost("reset did not answer", f"{r.sim_node}/reset")
         episode = int(future.result().message.split()[-1])
@@ -224,7 +232,7 @@ class RosTopicEnv(CoreHooks, gym.Env):
         while True:
             # the dead node can linger in the DDS graph for a while: keep trying resets until one answers
             try:
-                self._reset_simulator()
+                self._reset_simulator(meanwhile=lambda: None)
                 break
             except EnvLost:
                 if self.link.reset_client is None or time.monotonic() > deadline:
