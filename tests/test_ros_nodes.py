@@ -106,7 +106,9 @@ def test_sim_node_killed_mid_training_saves_checkpoint_and_stops(tmp_path: Path)
         stop(sim, signal.SIGKILL)
         _, err = trainer.communicate(timeout=120)
         assert trainer.returncode == 3, err[-2000:]
-        assert "/joint_states" in err and "checkpoint saved" in err and "Traceback" not in err
+        # the loss shows in a step (names /joint_states) or, when the kill lands in an episode reset, in the reset call
+        assert "/joint_states" in err or "/mujoco_sim_node/reset" in err, err
+        assert "checkpoint saved" in err and "Traceback" not in err
         assert len(err.strip().splitlines()) == 1, err
         after = read_state(latest_checkpoint(ckpts))["num_timesteps"]
         assert after >= before

@@ -43,7 +43,7 @@ def _find_marker(buf: bytes, values: np.ndarray) -> int:
 
 
 def _markers(n: int, k: int) -> np.ndarray:
-    """``n`` distinctive doubles for array ``k`` of a template (never a real reading)."""
+    """``n`` distinct doubles that mark where array ``k`` lands in a template (overwritten on every encode)."""
     return 1000.0 * (k + 1) + 0.123456789 + np.arange(n, dtype=np.float64)
 
 
