@@ -147,8 +147,10 @@ def test_relay_dropping_ten_percent_of_commands() -> None:
         env, _ = _ros_env("ros.command_topic=/relay/commands", "ros.timeout_s=0.2", "ros.retries=10")
         node = env.link.node  # the relay must be in the graph on both sides before its drops can be counted
         assert wait_until(
-            lambda: node.count_subscribers("/relay/commands") >= 1
-            and node.count_publishers("/joint_group_position_controller/commands") >= 1,
+            lambda: (
+                node.count_subscribers("/relay/commands") >= 1
+                and node.count_publishers("/joint_group_position_controller/commands") >= 1
+            ),
             30,
         )
         env.reset()
