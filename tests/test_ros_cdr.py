@@ -95,12 +95,16 @@ def test_decoder_reads_big_endian_cdr() -> None:
 def test_float_array_round_trip_and_layouts() -> None:
     enc = cdr.FloatArrayEncoder(3)
     values = np.array([0.25, -1.0, 3.5])
-    raw = enc.encode(values)
-    assert list(deserialize_message(raw, Float64MultiArray).data) == values.tolist()
-    assert cdr.float_array_values(raw).tolist() == values.tolist()
-    labelled = Float64MultiArray(data=[1.0, 2.0])  # dims and data_offset must be skipped, whatever their length
+    raw = enc.encode(values, offset=41)
+    msg = deserialize_message(raw, Float64MultiArray)
+    assert list(msg.data) == values.tolist() and msg.layout.data_offset == 41
+    data, offset = cdr.float_array_data(raw)
+    assert data.tolist() == values.tolist() and offset == 41
+    assert cdr.float_array_data(enc.encode(values))[1] == 0
+    labelled = Float64MultiArray(data=[1.0, 2.0])  # dims must be skipped, whatever their length
     labelled.layout.dim = [MultiArrayDimension(label="goal_xyz", size=2, stride=2)]
     labelled.layout.data_offset = 9
-    assert cdr.float_array_values(serialize_message(labelled)).tolist() == [1.0, 2.0]
+    data, offset = cdr.float_array_data(serialize_message(labelled))
+    assert data.tolist() == [1.0, 2.0] and offset == 9
     with pytest.raises(cdr.CdrError):
-        cdr.float_array_values(raw[:-8])
+        cdr.float_array_data(raw[:-8])

@@ -170,6 +170,29 @@ def test_relay_dropping_ten_percent_of_commands() -> None:
     assert "dropped" in out
 
 
+def test_resent_lockstep_command_gets_the_last_state_again_not_a_second_step() -> None:
+    from embodied_ws.ros import cdr
+
+    sim = start_node("mujoco_sim_node", "mode:=lockstep")
+    env = None
+    try:
+        env, _ = _ros_env()
+        env.reset()  # sim time back to 0, sequence numbers start over
+        link, dt = env.link, env.core.control_dt
+        hold = cdr.FloatArrayEncoder(3)
+        stamps = []
+        for seq in (1, 1, 2, 0, 0):  # a re-send of 1; 0 = an unsequenced publisher (always stepped)
+            count = link.state_count
+            link.pub.publish(hold.encode(env.core.ctrl_mid, seq))
+            assert link.wait_for(lambda c=count: link.state_count > c, 5.0)
+            stamps.append(cdr.JointStateDecoder.stamp(link.state))
+        assert stamps == pytest.approx([dt, dt, 2 * dt, 3 * dt, 4 * dt], abs=1e-9)
+    finally:
+        if env is not None:
+            env.close()
+        stop(sim)
+
+
 def test_realtime_mode_and_pause_gives_a_clear_stale_error() -> None:
     from rclpy.node import Node  # noqa: F401  (rclpy is importable here)
 

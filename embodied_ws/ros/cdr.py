@@ -212,36 +212,47 @@ class JointStateDecoder:
         return pos, vel
 
 
+_OFFSET_MARK = 0x9E3779B9  # marks layout.data_offset in the template
+
+
 class FloatArrayEncoder:
-    """Float64MultiArray bytes (no layout dims) for ``n`` values: a patched rclpy-serialized template."""
+    """Float64MultiArray bytes (no layout dims) for ``n`` values: a patched rclpy-serialized template.
+
+    ``layout.data_offset`` carries a counter (the lockstep command sequence number, 0 = none).
+    """
 
     def __init__(self, n: int) -> None:
-        self._buf = bytearray(serialize_message(Float64MultiArray(data=_markers(n, 0).tolist())))
+        msg = Float64MultiArray(data=_markers(n, 0).tolist())
+        msg.layout.data_offset = _OFFSET_MARK
+        self._buf = bytearray(serialize_message(msg))
         self._view = np.frombuffer(self._buf, dtype=np.uint8)
         at = _find_marker(self._buf, _markers(n, 0)) if n else len(self._buf)
         self._slice = slice(at, at + 8 * n)
+        self._offset_at = self._buf.find(struct.pack("<I", _OFFSET_MARK))
         self.n = n
 
-    def encode(self, values: np.ndarray) -> bytes:
-        """Serialized Float64MultiArray holding ``values`` (exactly ``n`` of them)."""
+    def encode(self, values: np.ndarray, offset: int = 0) -> bytes:
+        """Serialized Float64MultiArray holding ``values`` (exactly ``n`` of them) and ``layout.data_offset``."""
         self._view[self._slice] = np.ascontiguousarray(values, dtype="<f8").view(np.uint8)
+        struct.pack_into("<I", self._buf, self._offset_at, offset & 0xFFFFFFFF)
         return bytes(self._buf)
 
 
-def float_array_values(buf: bytes) -> np.ndarray:
-    """The data of a serialized Float64MultiArray as float64 (layout skipped).
+def float_array_data(buf: bytes) -> tuple[np.ndarray, int]:
+    """The data (float64) and ``layout.data_offset`` of a serialized Float64MultiArray (dims skipped).
 
     :raises CdrError: malformed bytes
     """
     if not _classic_cdr(buf):
-        return np.asarray(deserialize_message(buf, Float64MultiArray).data, dtype=np.float64)
+        msg = deserialize_message(buf, Float64MultiArray)
+        return np.asarray(msg.data, dtype=np.float64), int(msg.layout.data_offset)
     try:
         r = _Reader(buf)
         for _ in range(r.u32()):  # layout.dim: label, size, stride
             r.string()
             r.u32()
             r.u32()
-        r.u32()  # layout.data_offset
-        return r.doubles().astype(np.float64)
+        offset = r.u32()
+        return r.doubles().astype(np.float64), offset
     except (struct.error, IndexError) as exc:
         raise CdrError(f"malformed Float64MultiArray ({len(buf)} bytes)") from exc

@@ -116,6 +116,7 @@ class RosTopicEnv(CoreHooks, gym.Env):
         self.link = _Link(cfg)
         self._decoder = cdr.JointStateDecoder(self.joint_names)
         self._cmd = cdr.FloatArrayEncoder(self.core.robot.nu)
+        self._seq = 0  # lockstep command sequence number (layout.data_offset): re-sends are not stepped twice
         self.stats = {"dropped": 0, "stale": 0, "timeouts": 0, "sim_restarts": 0}
         self._last_stamp = -1.0
         self._next_tick = 0.0
@@ -165,12 +166,13 @@ class RosTopicEnv(CoreHooks, gym.Env):
     # ------------------------------------------------------------------ transport
     def _exchange(self, ctrl: np.ndarray) -> bytes:
         r, link = self.cfg.ros, self.link
-        cmd = self._cmd.encode(ctrl)
         if r.mode == "realtime":
-            link.pub.publish(cmd)
+            link.pub.publish(self._cmd.encode(ctrl))
             link.wait_for(lambda: time.monotonic() >= self._next_tick, max(0.0, self._next_tick - time.monotonic()))
             self._next_tick = max(self._next_tick + self.core.control_dt, time.monotonic())
             return self._fresh_realtime()
+        self._seq += 1
+        cmd = self._cmd.encode(ctrl, self._seq)
         for attempt in range(r.retries + 1):
             count = link.state_count
             link.pub.publish(cmd)

@@ -70,6 +70,11 @@ class MujocoSimNode(Node):
         self.paused = False
         self._ctrl = np.zeros(self.model.nu)
         self._state_bytes = cdr.JointStateEncoder(self.joint_names)
+        self._last_state = b""  # the last /joint_states sent, for re-sent commands
+        # lockstep commands carry a sequence number in layout.data_offset (0 = none): a re-sent
+        # command (its answer was lost or late) gets the last state again instead of a second step
+        self._last_seq = 0
+        self.duplicates = 0
         self._lo, self._hi = self.core.robot.ctrl_low, self.core.robot.ctrl_high
         self._clock_listeners = 0
 
@@ -113,6 +118,7 @@ class MujocoSimNode(Node):
         mujoco.mj_forward(self.model, self.data)
         self.episode += 1
         self.steps = 0
+        self._last_seq = 0
         self.pub_task.publish(conv.float_array(self.core.goal[0], "goal", self.episode))
         self._publish()
 
@@ -125,9 +131,10 @@ class MujocoSimNode(Node):
 
     def _publish(self) -> None:
         d, t = self.data, self.data.time
-        self.pub_state.publish(
-            self._state_bytes.encode(d.qpos[self._qadr], d.qvel[self._vadr], d.qfrc_actuator[self._vadr], t)
+        self._last_state = self._state_bytes.encode(
+            d.qpos[self._qadr], d.qvel[self._vadr], d.qfrc_actuator[self._vadr], t
         )
+        self.pub_state.publish(self._last_state)
         if self.steps % 50 == 0:  # re-check now and then: the query itself is not free
             self._clock_listeners = self.pub_clock.get_subscription_count()
         if self._clock_listeners:  # a publish costs tens of µs: only when someone listens
@@ -143,7 +150,7 @@ class MujocoSimNode(Node):
     # ------------------------------------------------------------------ callbacks
     def _on_command(self, raw: bytes) -> None:
         try:
-            values = cdr.float_array_values(raw)
+            values, seq = cdr.float_array_data(raw)
         except cdr.CdrError as exc:
             self.get_logger().warn(f"command ignored: {exc}")
             return
@@ -153,6 +160,11 @@ class MujocoSimNode(Node):
         if not math.isfinite(values.sum()):
             self.get_logger().warn("non-finite command ignored")
             return
+        if self.mode == "lockstep" and seq and seq <= self._last_seq:
+            self.duplicates += 1
+            self.pub_state.publish(self._last_state)
+            return
+        self._last_seq = seq
         self._ctrl = np.minimum(np.maximum(values, self._lo), self._hi)
         if self.mode == "lockstep" and not self.paused:
             self.step()
