@@ -22,6 +22,7 @@ class DelayLine:
         self.delay = np.zeros(n, dtype=np.int64)
         self.head = 0
         self._envs = np.arange(n)
+        self._common: int | None = 0  # the delay when every env has the same one (always so for n = 1)
 
     def reset(self, env: int, fill: np.ndarray, delay: int) -> None:
         """Restart env ``env``'s line: fill its history with ``fill`` and set its delay."""
@@ -29,6 +30,7 @@ class DelayLine:
             raise ValueError(f"delay {delay} outside 0..{self.length - 1}")
         self.buf[:, env] = fill
         self.delay[env] = delay
+        self._common = delay if (self.delay == delay).all() else None
 
     def push(self, x: np.ndarray) -> np.ndarray:
         """Store ``x`` (n, dim) and return the delayed batch."""
@@ -36,6 +38,8 @@ class DelayLine:
             return x
         self.head = (self.head + 1) % self.length
         self.buf[self.head] = x
+        if self._common is not None:  # one basic index instead of per-env fancy indexing
+            return self.buf[(self.head - self._common) % self.length].copy()
         return self.buf[(self.head - self.delay) % self.length, self._envs]
 
 
