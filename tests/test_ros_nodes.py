@@ -6,7 +6,10 @@ import json
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -28,12 +31,23 @@ def _ros_env(*overrides: str, seed: int = 7):
     return RosTopicEnv(cfg, load_dr(cfg.dr), seed=seed), cfg
 
 
-def test_lockstep_ros_path_equals_in_process_env() -> None:
-    """Same seed, same actions: identical trajectories with DR on (tolerance 1e-9, observed 0)."""
-    sim = start_node("mujoco_sim_node", "mode:=lockstep", "seed:=7")
+@contextmanager
+def _sim_and_env(sim_params: list[str], *overrides: str, seed: int = 7) -> Iterator[tuple[Any, Any]]:
+    """mujoco_sim_node in its own process and a RosTopicEnv (config ``overrides``) on it; both stopped on exit."""
+    sim = start_node("mujoco_sim_node", *sim_params)
     env = None
     try:
-        env, cfg = _ros_env()
+        env, cfg = _ros_env(*overrides, seed=seed)
+        yield env, cfg
+    finally:
+        if env is not None:
+            env.close()
+        stop(sim)
+
+
+def test_lockstep_ros_path_equals_in_process_env() -> None:
+    """Same seed, same actions: identical trajectories with DR on (tolerance 1e-9, observed 0)."""
+    with _sim_and_env(["mode:=lockstep", "seed:=7"]) as (env, cfg):
         ref = RobotEnv(cfg, load_dr(cfg.dr), seed=7)
         a_obs, _ = env.reset()
         b_obs, _ = ref.reset()
@@ -51,10 +65,6 @@ def test_lockstep_ros_path_equals_in_process_env() -> None:
         print(f"lockstep ROS vs in-process: max |difference| = {worst:.3g} over 110 steps")
         assert worst <= 1e-9
         assert env.stats["dropped"] == 0
-    finally:
-        if env is not None:
-            env.close()
-        stop(sim)
 
 
 ROS_TRAIN_SETS = ["train.vec_env=ros", "train.n_envs=1", "ppo.n_steps=128", "ppo.batch_size=64", "ppo.n_epochs=2",
@@ -140,43 +150,37 @@ def test_on_lost_wait_resumes_when_the_simulator_returns() -> None:
 
 
 def test_relay_dropping_ten_percent_of_commands() -> None:
-    sim = start_node("mujoco_sim_node", "mode:=lockstep", "seed:=2")
     relay = start_node("lossy_relay", "input:=/relay/commands", "drop:=0.1", "seed:=3")
-    env = None
     try:
-        env, _ = _ros_env("ros.command_topic=/relay/commands", "ros.timeout_s=0.2", "ros.retries=10")
-        node = env.link.node  # the relay must be in the graph on both sides before its drops can be counted
-        assert wait_until(
-            lambda: (
-                node.count_subscribers("/relay/commands") >= 1
-                and node.count_publishers("/joint_group_position_controller/commands") >= 1
-            ),
-            30,
-        )
-        env.reset()
-        rng = np.random.default_rng(0)
-        for _ in range(150):
-            _, _, _, trunc, info = env.step(rng.uniform(-1, 1, 3))
-            if trunc:
-                env.reset()
-        print(f"relay: {env.stats}")
-        assert 3 <= env.stats["dropped"] <= 45 and env.stats["timeouts"] == 0
-        assert info["ros"]["dropped"] == env.stats["dropped"]
+        with _sim_and_env(
+            ["mode:=lockstep", "seed:=2"], "ros.command_topic=/relay/commands", "ros.timeout_s=0.2", "ros.retries=10"
+        ) as (env, _):
+            node = env.link.node  # the relay must be in the graph on both sides before its drops can be counted
+            assert wait_until(
+                lambda: (
+                    node.count_subscribers("/relay/commands") >= 1
+                    and node.count_publishers("/joint_group_position_controller/commands") >= 1
+                ),
+                30,
+            )
+            env.reset()
+            rng = np.random.default_rng(0)
+            for _ in range(150):
+                _, _, _, trunc, info = env.step(rng.uniform(-1, 1, 3))
+                if trunc:
+                    env.reset()
+            print(f"relay: {env.stats}")
+            assert 3 <= env.stats["dropped"] <= 45 and env.stats["timeouts"] == 0
+            assert info["ros"]["dropped"] == env.stats["dropped"]
     finally:
-        if env is not None:
-            env.close()
         out = stop(relay, signal.SIGINT)
-        stop(sim)
     assert "dropped" in out
 
 
 def test_resent_lockstep_command_gets_the_last_state_again_not_a_second_step() -> None:
     from embodied_ws.ros import cdr
 
-    sim = start_node("mujoco_sim_node", "mode:=lockstep")
-    env = None
-    try:
-        env, _ = _ros_env()
+    with _sim_and_env(["mode:=lockstep"]) as (env, _):
         env.reset()  # sim time back to 0, sequence numbers start over
         link, dt = env.link, env.core.control_dt
         hold = cdr.FloatArrayEncoder(3)
@@ -187,19 +191,13 @@ def test_resent_lockstep_command_gets_the_last_state_again_not_a_second_step() -
             assert link.wait_for(lambda c=count: link.state_count > c, 5.0)
             stamps.append(cdr.JointStateDecoder.stamp(link.state))
         assert stamps == pytest.approx([dt, dt, 2 * dt, 3 * dt, 4 * dt], abs=1e-9)
-    finally:
-        if env is not None:
-            env.close()
-        stop(sim)
 
 
 def test_realtime_mode_and_pause_gives_a_clear_stale_error() -> None:
     from rclpy.node import Node  # noqa: F401  (rclpy is importable here)
 
-    sim = start_node("mujoco_sim_node", "mode:=realtime", "real_time_factor:=1.0")
-    env = None
-    try:
-        env, _ = _ros_env("ros.mode=realtime", "ros.timeout_s=0.5")
+    realtime_sim = ["mode:=realtime", "real_time_factor:=1.0"]
+    with _sim_and_env(realtime_sim, "ros.mode=realtime", "ros.timeout_s=0.5") as (env, _):
         env.reset()
         t = time.monotonic()
         for _ in range(10):
@@ -216,10 +214,6 @@ def test_realtime_mode_and_pause_gives_a_clear_stale_error() -> None:
             for _ in range(50):
                 env.step(np.zeros(3))
         assert env.stats["stale"] > 0
-    finally:
-        if env is not None:
-            env.close()
-        stop(sim)
 
 
 def test_trainer_node_publishes_progress_and_serves_save_and_stop(tmp_path: Path) -> None:
