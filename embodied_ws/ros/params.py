@@ -9,7 +9,9 @@ from typing import Any
 
 from rclpy.node import Node
 
+from embodied_ws.config.loader import load_config
 from embodied_ws.config.schema import RunConfig
+from embodied_ws.core.errors import UserError
 
 
 def flat_fields(cfg: RunConfig) -> dict[str, Any]:
@@ -45,3 +47,23 @@ def config_overrides(node: Node, cfg: RunConfig) -> list[str]:
         if value != default and not (value is None and isinstance(default, float) and math.isnan(default)):
             out.append(f"{name}={value if not isinstance(value, list) else list(value)}")
     return out
+
+
+def declare_node_parameters(node: Node, own: dict[str, Any]) -> list[str]:
+    """Declare the node's ``own`` parameters (one of them ``config``) and every field of that config.
+
+    Returns the ``key=value`` overrides the user set through ROS parameters.
+    """
+    for name, default in own.items():
+        node.declare_parameter(name, default)
+    base = load_config(node.get_parameter("config").value)
+    declare_config(node, base)
+    return config_overrides(node, base)
+
+
+def choice(node: Node, name: str, allowed: tuple[str, ...]) -> str:
+    """The value of string parameter ``name``, which must be one of ``allowed`` (else a one-line UserError)."""
+    value = node.get_parameter(name).value
+    if value not in allowed:
+        raise UserError(f"{name} must be {' or '.join(allowed)}, got {value!r}", name)
+    return value

@@ -21,10 +21,9 @@ from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import SetBool, Trigger
 
 from embodied_ws.config.loader import load_config, load_dr
-from embodied_ws.core.errors import UserError
 from embodied_ws.ros import cdr, qos
 from embodied_ws.ros import conversions as conv
-from embodied_ws.ros.params import config_overrides, declare_config
+from embodied_ws.ros.params import choice, declare_node_parameters
 from embodied_ws.ros.spin import run_node
 from embodied_ws.sim.core import EnvCore
 
@@ -50,14 +49,9 @@ class MujocoSimNode(Node):
 
     def __init__(self) -> None:
         super().__init__("mujoco_sim_node")
-        for name, default in PARAMETERS.items():
-            self.declare_parameter(name, default)
-        base = load_config(self.get_parameter("config").value)
-        declare_config(self, base)
-        cfg = load_config(self.get_parameter("config").value, config_overrides(self, base))
-        self.mode = self.get_parameter("mode").value
-        if self.mode not in ("lockstep", "realtime"):
-            raise UserError(f"mode must be lockstep or realtime, got {self.mode!r}", "mode")
+        overrides = declare_node_parameters(self, PARAMETERS)
+        cfg = load_config(self.get_parameter("config").value, overrides)
+        self.mode = choice(self, "mode", ("lockstep", "realtime"))
         self.core = EnvCore(cfg, load_dr(cfg.dr), 1, int(self.get_parameter("seed").value))
         self.model = self.core.models[0]
         self.data = mujoco.MjData(self.model)

@@ -22,7 +22,7 @@ from std_srvs.srv import Trigger
 
 from embodied_ws.config.loader import load_config
 from embodied_ws.core.errors import EXIT_USER_ERROR, EnvLost, UserError
-from embodied_ws.ros.params import config_overrides, declare_config
+from embodied_ws.ros.params import choice, declare_node_parameters
 from embodied_ws.ros.spin import create_node
 
 PARAMETERS = {"config": "reach", "backend": "mujoco", "name": "ros_run", "runs": "runs", "resume": False}
@@ -57,15 +57,8 @@ class TrainerNode(Node):
 
     def __init__(self) -> None:
         super().__init__("trainer_node")
-        for name, default in PARAMETERS.items():
-            self.declare_parameter(name, default)
-        base = load_config(self.get_parameter("config").value)
-        declare_config(self, base)
-        overrides = config_overrides(self, base)
-        backend = self.get_parameter("backend").value
-        if backend not in ("mujoco", "ros"):
-            raise UserError(f"backend must be mujoco or ros, got {backend!r}", "backend")
-        if backend == "ros":
+        overrides = declare_node_parameters(self, PARAMETERS)
+        if choice(self, "backend", ("mujoco", "ros")) == "ros":
             overrides += ["train.vec_env=ros", "train.n_envs=1"]
         self.cfg = load_config(self.get_parameter("config").value, overrides)
         self.stop_requested = threading.Event()
