@@ -149,8 +149,8 @@ class RosTopicEnv(CoreHooks, gym.Env):
             self._wait_for_simulator()
             msg, restarted = self.link.state, True
         self._load_state(msg)
-        unstable = bad | (not math.isfinite(_SUM(self.data.qpos) + _SUM(self.data.qvel)))  # (1,) bools
         d = self.data
+        unstable = bad | (not math.isfinite(_SUM(d.qpos) + _SUM(d.qvel)))  # (1,) bools
         obs, reward, success, truncated, terms = self.core.finish_step(
             d.qpos[None], d.qvel[None], d.sensordata[None], actions, unstable
         )
@@ -205,9 +205,10 @@ class RosTopicEnv(CoreHooks, gym.Env):
         self._last_stamp = self._decoder.stamp(msg)
         return msg
 
-    def _reset_simulator(self, meanwhile: Callable[[], object]) -> None:
+    def _reset_simulator(self, meanwhile: Callable[[], object] | None = None) -> None:
         """Reset the simulator (``~/reset``) and wait for its new episode; ``meanwhile`` runs while it resets."""
         r, link = self.cfg.ros, self.link
+        meanwhile = meanwhile or (lambda: None)
         if link.reset_client is None:
             meanwhile()
             if not link.wait_for(lambda: link.state is not None, r.timeout_s * (r.retries + 1)):
@@ -234,7 +235,7 @@ class RosTopicEnv(CoreHooks, gym.Env):
         while True:
             # the dead node can linger in the DDS graph for a while: keep trying resets until one answers
             try:
-                self._reset_simulator(meanwhile=lambda: None)
+                self._reset_simulator()
                 break
             except EnvLost:
                 if self.link.reset_client is None or time.monotonic() > deadline:

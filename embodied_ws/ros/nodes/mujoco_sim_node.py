@@ -157,6 +157,9 @@ class MujocoSimNode(Node):
         if self.mode == "lockstep" and seq and seq <= self._last_seq:
             self.duplicates += 1
             self.pub_state.publish(self._last_state)
+            self.get_logger().info(
+                f"{self.duplicates} re-sent commands answered with the last state", throttle_duration_sec=10.0
+            )
             return
         self._last_seq = seq
         self._ctrl = np.minimum(np.maximum(values, self._lo), self._hi)
