@@ -193,6 +193,15 @@ def test_resent_lockstep_command_gets_the_last_state_again_not_a_second_step() -
         assert stamps == pytest.approx([dt, dt, 2 * dt, 3 * dt, 4 * dt], abs=1e-9)
 
 
+def test_simulator_of_another_robot_gives_one_line_naming_the_missing_joints() -> None:
+    from embodied_ws.core.errors import UserError
+
+    with _sim_and_env(["mode:=lockstep", "env.robot:=cartpole", "env.task:=swingup"]) as (env, _):
+        with pytest.raises(UserError, match=r"/joint_states: lacks joints .*shoulder") as err:
+            env.reset()  # our arm3 env, a cartpole behind the topics
+        assert "\n" not in err.value.line()
+
+
 def test_realtime_mode_and_pause_gives_a_clear_stale_error() -> None:
     from rclpy.node import Node  # noqa: F401  (rclpy is importable here)
 

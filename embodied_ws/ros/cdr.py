@@ -203,7 +203,7 @@ class JointStateDecoder:
         index = {n: i for i, n in enumerate(names)}
         missing = [n for n in self.names if n not in index]
         if missing:
-            raise KeyError(f"joint_states lacks joints {missing}")
+            raise KeyError(f"lacks joints {missing}")
         self._idx = np.array([index[n] for n in self.names], dtype=np.int64)
 
     def _take(self, position: np.ndarray, velocity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
