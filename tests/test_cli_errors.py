@@ -47,24 +47,22 @@ def _yaml(tmp_path: Path, text: str) -> str:
     return str(p)
 
 
-def test_yaml_unknown_key_names_file_and_line(cli, tmp_path: Path) -> None:
-    cfg = _yaml(tmp_path, "env:\n  robot: arm3\ntrain:\n  n_envs: 4\n  totl_timesteps: 10\n")
-    _assert_one_line_error(cli("train", "--config", cfg), "cfg.yaml:5", "unknown key 'totl_timesteps'")
-
-
-def test_yaml_bad_type(cli, tmp_path: Path) -> None:
-    cfg = _yaml(tmp_path, "train:\n  n_envs: four\n")
-    _assert_one_line_error(cli("train", "--config", cfg), "cfg.yaml:2", "n_envs must be int")
-
-
-def test_yaml_bad_range(cli, tmp_path: Path) -> None:
-    cfg = _yaml(tmp_path, "ppo:\n  gamma: 1.5\n")
-    _assert_one_line_error(cli("train", "--config", cfg), "ppo.gamma", "(0, 1]")
-
-
-def test_yaml_syntax_error(cli, tmp_path: Path) -> None:
-    cfg = _yaml(tmp_path, "env:\n  robot: [arm3\n")
-    _assert_one_line_error(cli("train", "--config", cfg), "cfg.yaml:", "invalid YAML")
+@pytest.mark.parametrize(
+    ("text", "where", "what"),
+    [
+        (
+            "env:\n  robot: arm3\ntrain:\n  n_envs: 4\n  totl_timesteps: 10\n",
+            "cfg.yaml:5",
+            "unknown key 'totl_timesteps'",
+        ),
+        ("train:\n  n_envs: four\n", "cfg.yaml:2", "n_envs must be int"),
+        ("ppo:\n  gamma: 1.5\n", "ppo.gamma", "(0, 1]"),
+        ("env:\n  robot: [arm3\n", "cfg.yaml:", "invalid YAML"),
+    ],
+    ids=["unknown-key-names-file-and-line", "bad-type", "bad-range", "syntax-error"],
+)
+def test_bad_yaml_gives_one_line(cli, tmp_path: Path, text: str, where: str, what: str) -> None:
+    _assert_one_line_error(cli("train", "--config", _yaml(tmp_path, text)), where, what)
 
 
 def test_dr_bad_distribution(cli, tmp_path: Path) -> None:

@@ -42,14 +42,14 @@ for f in sorted((root / "embodied_ws").rglob("*.py")):
 """
 
 
+def _run_with_ros_blocked(code: str) -> subprocess.CompletedProcess:
+    """Run ``code`` (the import SCRIPT or a variant) in a fresh interpreter with rclpy and ROS messages blocked."""
+    cmd = [sys.executable, "-c", code, ",".join(BLOCKED), str(ROOT)]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+
 def test_every_module_outside_ros_imports_without_rclpy() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT, ",".join(BLOCKED), str(ROOT)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
+    proc = _run_with_ros_blocked(SCRIPT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     imported = proc.stdout.split()
     assert "embodied_ws.cli" in imported and "embodied_ws.rl.train" in imported and "embodied_ws.tui.app" in imported
@@ -58,11 +58,5 @@ def test_every_module_outside_ros_imports_without_rclpy() -> None:
 def test_ros_launch_plan_is_importable_without_rclpy_too() -> None:
     code = SCRIPT.replace('if mod.startswith("embodied_ws.ros"):\n        continue', "pass")
     code = code.replace("for f in sorted", "for f in [root / 'embodied_ws/ros/launch_plan.py'] or sorted")
-    proc = subprocess.run(
-        [sys.executable, "-c", code, ",".join(BLOCKED), str(ROOT)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
+    proc = _run_with_ros_blocked(code)
     assert proc.returncode == 0, proc.stderr[-2000:]
