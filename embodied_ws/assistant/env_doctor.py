@@ -43,6 +43,14 @@ def check_python() -> Check:
     )
 
 
+def _probe(code: str, timeout: float, env: dict[str, str] | None = None) -> tuple[bool, str]:
+    """Run ``code`` in a fresh interpreter: (succeeded, its stdout or else its last stderr line)."""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env)
+    if proc.returncode == 0:
+        return True, proc.stdout.strip()
+    return False, (proc.stderr.strip().splitlines() or ["?"])[-1]
+
+
 def check_ros() -> Check:
     distro = os.environ.get("ROS_DISTRO")
     if not _has("rclpy"):
@@ -52,22 +60,16 @@ def check_ros() -> Check:
             f"rclpy not importable (ROS_DISTRO={distro})",
             "source /opt/ros/jazzy/setup.bash, or run `make setup` for the PyPI wheels",
         )
-    proc = subprocess.run(
-        [sys.executable, "-c", "import rclpy, rclpy.impl.implementation_singleton; print(rclpy.__file__)"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+    ok, out = _probe("import rclpy, rclpy.impl.implementation_singleton; print(rclpy.__file__)", timeout=60)
+    if not ok:
         return Check(
             "ros",
             "fail",
-            f"rclpy import fails: {last}",
+            f"rclpy import fails: {out}",
             "use the Python ROS was built for (3.12 for Jazzy); deactivate conda",
         )
     rmw = os.environ.get("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp (default)")
-    return Check("ros", "ok", f"ROS_DISTRO={distro or 'wheels'}, rclpy at {proc.stdout.strip()}, RMW={rmw}")
+    return Check("ros", "ok", f"ROS_DISTRO={distro or 'wheels'}, rclpy at {out}, RMW={rmw}")
 
 
 def check_torch() -> Check:
@@ -117,14 +119,13 @@ def check_mujoco_gl() -> Check:
         "r = mujoco.Renderer(m, 8, 8); d = mujoco.MjData(m); mujoco.mj_forward(m, d); r.update_scene(d); r.render()"
     )
     env = {**os.environ, "MUJOCO_GL": backend, "PYOPENGL_PLATFORM": os.environ.get("PYOPENGL_PLATFORM", backend)}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
-    if proc.returncode == 0:
+    ok, out = _probe(code, timeout=120, env=env)
+    if ok:
         return Check("mujoco_gl", "ok", f"offscreen rendering works with MUJOCO_GL={backend}")
-    last = (proc.stderr.strip().splitlines() or ["?"])[-1]
     return Check(
         "mujoco_gl",
         "fail",
-        f"MUJOCO_GL={backend} cannot render: {last}",
+        f"MUJOCO_GL={backend} cannot render: {out}",
         "apt install libegl1 libegl-mesa0 (egl) or libosmesa6 and export MUJOCO_GL=osmesa",
     )
 

@@ -102,7 +102,6 @@ class JointStateEncoder:
         self._slices = [
             slice(o, o + 8 * n) for o in (_find_marker(self._buf, _markers(n, k)) for k in range(3))
         ] if n else []  # fmt: skip
-        self.n = n
 
     def encode(self, position: np.ndarray, velocity: np.ndarray, effort: np.ndarray, t: float) -> bytes:
         """Serialized JointState with these values, stamped ``t`` seconds."""
@@ -169,8 +168,9 @@ class JointStateDecoder:
             return self._take(position, velocity)
         if not _classic_cdr(buf):
             msg = deserialize_message(buf, JointState)
-            self._layout = None
-            return self._pick(list(msg.name), np.asarray(msg.position), np.asarray(msg.velocity))
+            self._layout, self._key = None, None
+            self._index(list(msg.name))
+            return self._take(np.asarray(msg.position), np.asarray(msg.velocity))
         try:
             r = _Reader(buf)
             r.o = _HEAD + 8
@@ -192,11 +192,6 @@ class JointStateDecoder:
             self._layout = _Layout(
                 len(buf), buf[:4], pos, buf[12:pos], len(position), pos_end, vel, buf[pos_end:vel], len(velocity)
             )
-        return self._take(position, velocity)
-
-    def _pick(self, names: list[str], position: np.ndarray, velocity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        self._index(names)
-        self._key = None
         return self._take(position, velocity)
 
     def _index(self, names: list[str]) -> None:
@@ -229,7 +224,6 @@ class FloatArrayEncoder:
         at = _find_marker(self._buf, _markers(n, 0)) if n else len(self._buf)
         self._slice = slice(at, at + 8 * n)
         self._offset_at = self._buf.find(struct.pack("<I", _OFFSET_MARK))
-        self.n = n
 
     def encode(self, values: np.ndarray, offset: int = 0) -> bytes:
         """Serialized Float64MultiArray holding ``values`` (exactly ``n`` of them) and ``layout.data_offset``."""
