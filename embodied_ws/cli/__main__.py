@@ -1,0 +1,7 @@
+"""``python -m embodied_ws.cli``."""
+
+import sys
+
+from embodied_ws.cli import main
+
+sys.exit(main())

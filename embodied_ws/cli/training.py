@@ -1,0 +1,97 @@
+"""Verbs ``train``, ``eval`` and ``robots``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from embodied_ws.core.errors import UserError
+
+if TYPE_CHECKING:
+    from embodied_ws.cli import AddVerb
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from embodied_ws.config.loader import load_config
+    from embodied_ws.rl.train import train
+
+    overrides = list(args.set or [])
+    if args.robot:
+        overrides.append(f"env.robot={args.robot}")
+    if args.task:
+        overrides.append(f"env.task={args.task}")
+    run_dir = Path(args.runs) / args.name
+    if args.resume:
+        saved = run_dir / "config.yaml"
+        if not saved.is_file():
+            raise UserError("no such run to resume (config.yaml missing)", str(run_dir))
+        cfg = load_config(saved, overrides)
+    else:
+        cfg = load_config(args.config, overrides)
+    check_setup(cfg)
+    summary = train(cfg, args.name, Path(args.runs), resume=args.resume, progress=not args.json)
+    brief = {k: summary[k] for k in ("name", "steps", "final_success", "physics_resets", "interrupted")}
+    brief["env_steps_per_s"] = round(summary["time"]["env_steps_per_s"], 1)
+    brief["report"] = str(run_dir / "report.md")
+    brief["policy"] = str(run_dir / "policy")
+    print(json.dumps(brief) if args.json else "\n".join(f"{k}: {v}" for k, v in brief.items()))
+    return 0
+
+
+def check_setup(cfg: object) -> None:
+    """Build the robot, task and DR once so bad names/models fail before any training starts."""
+    from embodied_ws.config.loader import load_dr
+    from embodied_ws.sim.core import EnvCore
+
+    EnvCore(cfg, load_dr(cfg.dr), 1, 0)  # type: ignore[arg-type]
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from embodied_ws.rl.evaluate import evaluate_run
+
+    run = Path(args.run)
+    run_dir = run if run.is_dir() else Path(args.runs) / args.run
+    metrics = evaluate_run(run_dir, args.episodes, video=not args.no_video, progress=not args.json)
+    print(json.dumps(metrics) if args.json else "\n".join(f"{k}: {v}" for k, v in metrics.items()))
+    return 0
+
+
+def _cmd_robots(args: argparse.Namespace) -> int:
+    from embodied_ws.sim.robot import available_robots
+    from embodied_ws.sim.tasks import TASKS
+
+    info = {"robots": available_robots(), "tasks": TASKS.names()}
+    print(json.dumps(info) if args.json else f"robots: {', '.join(info['robots'])}\ntasks: {', '.join(info['tasks'])}")
+    return 0
+
+
+def register(add_verb: AddVerb) -> None:
+    """Add ``train``, ``eval`` and ``robots``."""
+    t = add_verb(
+        "train",
+        _cmd_train,
+        "Train a PPO policy (MuJoCo in-process by default).",
+        "example: embodied-ws train --config reach --name reach1 --set train.total_timesteps=200000",
+    )
+    t.add_argument("--config", default="reach", help="preset under config/train or a YAML path (default: reach)")
+    t.add_argument("--robot", help="robot name or MJCF path (shortcut for --set env.robot=...)")
+    t.add_argument("--task", help="task name (shortcut for --set env.task=...)")
+    t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config value; repeatable")
+    t.add_argument("--name", default="default", help="run name: folder under --runs (default: default)")
+    t.add_argument("--runs", default="runs", help="runs folder (default: runs)")
+    t.add_argument("--resume", action="store_true", help="continue the run from its latest checkpoint")
+
+    e = add_verb(
+        "eval",
+        _cmd_eval,
+        "Evaluate a run's exported policy; writes eval/metrics.json and eval/rollout.mp4.",
+        "example: embodied-ws eval reach1 --episodes 20",
+    )
+    e.add_argument("run", help="run name under --runs, or a run folder")
+    e.add_argument("--runs", default="runs")
+    e.add_argument("--episodes", type=int, default=20)
+    e.add_argument("--no-video", action="store_true", help="skip the mp4")
+
+    add_verb("robots", _cmd_robots, "List the registered robots and tasks.", "example: embodied-ws robots --json")
