@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-stamp
 RUN ?= reach
-APT_PACKAGES := libegl1 libegl-mesa0 libgl1 libosmesa6 ignition-tools libsdformat-dev
+APT_PACKAGES := libegl1 libegl-mesa0 libgl1 libosmesa6 ignition-tools libsdformat-dev ffmpeg
 export MUJOCO_GL ?= egl
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
