@@ -81,8 +81,16 @@ def test_train_cli_runs_reach_color(tmp_path: Path) -> None:
     import json
     import subprocess
 
-    sets = ["env.task=reach_color", "train.total_timesteps=512", "train.n_envs=2", "ppo.n_steps=128",
-            "ppo.batch_size=64", "train.eval_every=0", "train.checkpoint_every=0", "train.final_eval_episodes=2"]
+    sets = [
+        "env.task=reach_color",
+        "train.total_timesteps=512",
+        "train.n_envs=2",
+        "ppo.n_steps=128",
+        "ppo.batch_size=64",
+        "train.eval_every=0",
+        "train.checkpoint_every=0",
+        "train.final_eval_episodes=2",
+    ]
     proc = subprocess.run(train_cmd(tmp_path, "rc", sets), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -19,8 +19,12 @@ def _config(args: argparse.Namespace) -> Any:
     from embodied_ws.config.loader import load_config
 
     sets = list(getattr(args, "set", None) or [])
-    for flag, key in (("robot", "env.robot"), ("task", "env.task"), ("policy", "vla.policy"),
-                      ("pretrained", "vla.pretrained")):
+    for flag, key in (
+        ("robot", "env.robot"),
+        ("task", "env.task"),
+        ("policy", "vla.policy"),
+        ("pretrained", "vla.pretrained"),
+    ):
         value = getattr(args, flag, None)
         if value:
             sets.append(f"{key}={value}")
@@ -54,8 +58,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     run_dir = run if run.is_dir() else Path(args.runs) / args.run
     if not (run_dir / "config.yaml").is_file():
         raise UserError("not a finetune run folder (no config.yaml)", str(run_dir))
-    metrics = evaluate_vla(run_dir, args.episodes, video=not args.no_video, progress=not args.json,
-                           device=args.device)
+    metrics = evaluate_vla(run_dir, args.episodes, video=not args.no_video, progress=not args.json, device=args.device)
     print(json.dumps(metrics) if args.json else "\n".join(f"{k}: {v}" for k, v in metrics.items()))
     return 0
 
@@ -69,14 +72,23 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
         if not saved.is_file():
             raise UserError("no such run to resume (config.yaml missing)", str(run_dir))
         args.config = str(saved)
-    summary = finetune(Path(args.dataset), _config(args), args.name, Path(args.runs), resume=args.resume,
-                       progress=not args.json, skip_checks=args.skip_checks)
+    summary = finetune(
+        Path(args.dataset),
+        _config(args),
+        args.name,
+        Path(args.runs),
+        resume=args.resume,
+        progress=not args.json,
+        skip_checks=args.skip_checks,
+    )
     print(json.dumps(summary) if args.json else "\n".join(f"{k}: {v}" for k, v in summary.items()))
     return 0
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", default=DEFAULT_PRESET, help=f"preset under config/train or a YAML (default: {DEFAULT_PRESET})")
+    p.add_argument(
+        "--config", default=DEFAULT_PRESET, help=f"preset under config/train or a YAML (default: {DEFAULT_PRESET})"
+    )
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config value; repeatable")
     p.add_argument("--robot", help="robot the dataset must come from (shortcut for --set env.robot=...)")
     p.add_argument("--task", help="task for replay/eval (shortcut for --set env.task=...)")
@@ -93,23 +105,32 @@ def register(add_verb: AddVerb) -> None:
         "  embodied-ws vla download lerobot/smolvla_base\n  embodied-ws vla eval vla1 --episodes 20",
     )
     sub = v.add_subparsers(dest="vla_verb", required=True)
-    c = sub.add_parser("check", help="pre-flight checks of a dataset against a policy and the robot",
-                       epilog="example: embodied-ws vla check data/reach_color --policy smolvla")
+    c = sub.add_parser(
+        "check",
+        help="pre-flight checks of a dataset against a policy and the robot",
+        epilog="example: embodied-ws vla check data/reach_color --policy smolvla",
+    )
     c.set_defaults(vla_fn=_cmd_check)
     c.add_argument("dataset", help="LeRobotDataset v3 folder")
     c.add_argument("--policy", choices=["smolvla", "pi0", "act"], help="policy the data is checked for")
     c.add_argument("--only", action="append", help="run only this check (repeatable)")
     c.add_argument("--json", action="store_true", help="print machine-readable JSON")
     _common(c)
-    d = sub.add_parser("download", help="download policy weights from the Hugging Face hub",
-                       epilog="example: embodied-ws vla download lerobot/smolvla_base --out models/vla/smolvla_base")
+    d = sub.add_parser(
+        "download",
+        help="download policy weights from the Hugging Face hub",
+        epilog="example: embodied-ws vla download lerobot/smolvla_base --out models/vla/smolvla_base",
+    )
     d.set_defaults(vla_fn=_cmd_download)
     d.add_argument("repo", help="hub repo id, e.g. lerobot/smolvla_base")
     d.add_argument("--out", help="local folder (default: the hub cache)")
     d.add_argument("--revision", help="branch, tag or commit")
     d.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    e = sub.add_parser("eval", help="evaluate a finetune run in sim (success rate, mp4)",
-                       epilog="example: embodied-ws vla eval vla1 --episodes 20")
+    e = sub.add_parser(
+        "eval",
+        help="evaluate a finetune run in sim (success rate, mp4)",
+        epilog="example: embodied-ws vla eval vla1 --episodes 20",
+    )
     e.set_defaults(vla_fn=_cmd_eval)
     e.add_argument("run", help="run name under --runs, or a run folder")
     e.add_argument("--runs", default="runs")

@@ -187,10 +187,10 @@ def dataset_to_bag(root: Path, out: Path, map_path: Path | None = None, progress
     with BagWriter(out) as w:
         for ep in progress_iter(ds.num_episodes, "lerobot2bag", progress):
             idx = np.flatnonzero(ep_index == ep)
-            t0 = int(round(starts[ep] * 1e9)) if ep < len(starts) else next_start
+            t0 = round(starts[ep] * 1e9) if ep < len(starts) else next_start
             for j, i in enumerate(idx):
                 item = ds[int(i)]
-                t = t0 + int(round(j * period_ns))
+                t = t0 + round(j * period_ns)
                 if j == 0:
                     w.string(m.instruction_topic or "/embodied/instruction", t, str(item["task"]))
                 w.joint_state(m.state_topic, t, names, item[STATE].numpy())
@@ -199,7 +199,7 @@ def dataset_to_bag(root: Path, out: Path, map_path: Path | None = None, progress
                     cam = key[len(IMAGE_PREFIX) :]
                     rgb = (item[key].permute(1, 2, 0).numpy() * 255.0).round().astype(np.uint8)
                     w.image(m.cameras.get(cam, f"/{cam}/image_raw"), t, rgb, frame_id=cam)
-            next_start = t0 + int(round((len(idx) + 1) * period_ns)) + 1_000_000_000
+            next_start = t0 + round((len(idx) + 1) * period_ns) + 1_000_000_000
     return {"bag": str(out), "episodes": ds.num_episodes, "frames": ds.num_frames, "fps": ds.fps}
 
 

@@ -103,13 +103,17 @@ def check_is_dataset(root: Path) -> Path:
     if not root.is_dir():
         raise UserError("dataset folder not found", str(root))
     if not info.is_file():
-        raise UserError("not a LeRobotDataset (no meta/info.json); record one with `embodied-ws record-demos`", str(root))
+        raise UserError(
+            "not a LeRobotDataset (no meta/info.json); record one with `embodied-ws record-demos`", str(root)
+        )
     try:
         version = json.loads(info.read_text()).get("codebase_version", "")
     except json.JSONDecodeError as exc:
         raise UserError(f"invalid JSON: {exc}", str(info)) from None
     if not str(version).startswith("v3"):
-        raise UserError(f"dataset format {version or 'unknown'} is not LeRobotDataset v3 (convert it with LeRobot)", str(info))
+        raise UserError(
+            f"dataset format {version or 'unknown'} is not LeRobotDataset v3 (convert it with LeRobot)", str(info)
+        )
     return root
 
 

@@ -76,8 +76,9 @@ class ReachExpert:
                 break
         return best
 
-    def _dls(self, target: np.ndarray, qpos: np.ndarray, q: np.ndarray, iters: int = 100,
-             damping: float = 0.05) -> tuple[np.ndarray, float]:
+    def _dls(
+        self, target: np.ndarray, qpos: np.ndarray, q: np.ndarray, iters: int = 100, damping: float = 0.05
+    ) -> tuple[np.ndarray, float]:
         robot, d = self.env.core.robot, self._scratch
         d.qpos[:] = qpos
         q = q.copy()

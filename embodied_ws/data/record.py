@@ -125,7 +125,7 @@ def record_demos(
         raise UserError("the robot has no camera to record images from", cfg.env.robot)
     fps = round(1.0 / env.core.control_dt)
     feats = features_for(r.joint_names, r.actuator_names, {camera: (size[0], size[1])}, video)
-    attempts, kept, successes, starts = 0, 0, 0, []
+    attempts, kept, successes = 0, 0, 0
     instructions: set[str] = set()
     with create_dataset(out, fps, feats, r.name, video) as ds:
         for _ in progress_iter(episodes, "record-demos", progress):
@@ -140,7 +140,6 @@ def record_demos(
             for f in frames:
                 ds.add_frame({**f, "task": instruction})
             ds.save_episode()
-            starts.append(0.0)
             instructions.add(instruction)
             kept += 1
         if kept == 0:
@@ -167,7 +166,6 @@ def record_demos(
             "joints": {"names": r.joint_names, "lower": r.joint_low.tolist(), "upper": r.joint_high.tolist()},
             "action": {"meaning": "joint position command (rad)", "names": r.actuator_names},
             "cameras": {camera: size},
-            "episode_start_s": starts,
             "success_rate": summary["success_rate"],
         },
     )

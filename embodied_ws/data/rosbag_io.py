@@ -123,7 +123,9 @@ class BagWriter:
         return self._conns[topic]
 
     def _header(self, t_ns: int, frame_id: str = "") -> Any:
-        return self._Header(stamp=self._Time(sec=t_ns // 1_000_000_000, nanosec=t_ns % 1_000_000_000), frame_id=frame_id)
+        return self._Header(
+            stamp=self._Time(sec=t_ns // 1_000_000_000, nanosec=t_ns % 1_000_000_000), frame_id=frame_id
+        )
 
     def _write(self, topic: str, msgtype: str, t_ns: int, msg: Any) -> None:
         self.writer.write(self._conn(topic, msgtype), t_ns, self.store.serialize_cdr(msg, msgtype))

@@ -63,7 +63,10 @@ def load_columns(ds: Any) -> dict[str, np.ndarray]:
     """Non-image columns of the whole dataset as numpy arrays (images are not decoded)."""
     cols = ["episode_index", "frame_index", "timestamp", STATE, ACTION]
     table = ds.hf_dataset.with_format(None).select_columns([c for c in cols if c in ds.hf_dataset.column_names])
-    return {c: np.asarray(table[c], dtype=np.float64 if c in (STATE, ACTION, "timestamp") else np.int64) for c in table.column_names}
+    return {
+        c: np.asarray(table[c], dtype=np.float64 if c in (STATE, ACTION, "timestamp") else np.int64)
+        for c in table.column_names
+    }
 
 
 def check_robot(ctx: CheckContext) -> None:
@@ -98,8 +101,13 @@ def check_stats(ctx: CheckContext) -> list[Finding]:
             )
         elif keys and np.asarray(stats[key][keys[0]]).size != int(np.prod(f["shape"])):
             out.append(
-                Finding("stats", key, f"stats have {np.asarray(stats[key][keys[0]]).size} entries, "
-                        f"the feature {int(np.prod(f['shape']))}", "recompute meta/stats.json for this dataset")
+                Finding(
+                    "stats",
+                    key,
+                    f"stats have {np.asarray(stats[key][keys[0]]).size} entries, "
+                    f"the feature {int(np.prod(f['shape']))}",
+                    "recompute meta/stats.json for this dataset",
+                )
             )
     return out
 
@@ -116,8 +124,12 @@ def check_cameras(ctx: CheckContext) -> list[Finding]:
     for key in want:
         if key not in have:
             out.append(
-                Finding("cameras", key, f"the policy expects this camera; the dataset has {', '.join(have) or 'none'}",
-                        "rename the dataset's camera or set vla.rename_map")
+                Finding(
+                    "cameras",
+                    key,
+                    f"the policy expects this camera; the dataset has {', '.join(have) or 'none'}",
+                    "rename the dataset's camera or set vla.rename_map",
+                )
             )
     for key in have:
         declared = tuple(feats[key]["shape"])
@@ -126,8 +138,12 @@ def check_cameras(ctx: CheckContext) -> list[Finding]:
             got = (int(img.shape[1]), int(img.shape[2]), int(img.shape[0]))
             if got != declared:
                 out.append(
-                    Finding("cameras", f"{key} episode {ep}", f"images are {got[0]}x{got[1]}, info.json declares "
-                            f"{declared[0]}x{declared[1]}", "record every episode at one image size")
+                    Finding(
+                        "cameras",
+                        f"{key} episode {ep}",
+                        f"images are {got[0]}x{got[1]}, info.json declares {declared[0]}x{declared[1]}",
+                        "record every episode at one image size",
+                    )
                 )
                 break
     return out
@@ -139,8 +155,12 @@ def check_fps(ctx: CheckContext) -> list[Finding]:
     rate = 1.0 / (ctx.robot.control_dt * ctx.cfg.env.frame_skip)
     if abs(ctx.ds.fps - rate) > 0.01 * rate:
         return [
-            Finding("fps", "fps", f"dataset at {ctx.ds.fps} Hz, the robot is controlled at {rate:g} Hz",
-                    f"record or resample at {rate:g} Hz, or set env.frame_skip to match")
+            Finding(
+                "fps",
+                "fps",
+                f"dataset at {ctx.ds.fps} Hz, the robot is controlled at {rate:g} Hz",
+                f"record or resample at {rate:g} Hz, or set env.frame_skip to match",
+            )
         ]
     return []
 
@@ -158,8 +178,12 @@ def check_idle(ctx: CheckContext) -> list[Finding]:
         ratio = float(np.mean((ds_ < 1e-3) & (da < 1e-3)))
         if ratio > ctx.max_idle_ratio:
             out.append(
-                Finding("idle", f"episode {ep}", f"{ratio:.0%} idle frames (limit {ctx.max_idle_ratio:.0%})",
-                        "trim the idle start/end of the episode (or raise vla.max_idle_ratio)")
+                Finding(
+                    "idle",
+                    f"episode {ep}",
+                    f"{ratio:.0%} idle frames (limit {ctx.max_idle_ratio:.0%})",
+                    "trim the idle start/end of the episode (or raise vla.max_idle_ratio)",
+                )
             )
     return out
 
@@ -172,16 +196,26 @@ def check_action_range(ctx: CheckContext) -> list[Finding]:
     names = ctx.ds.meta.features[ACTION].get("names") or [str(i) for i in range(a.shape[1])]
     low, high = ctx.robot.joint_low, ctx.robot.joint_high
     if a.shape[1] != low.size:
-        return [Finding("action_range", ACTION, f"{a.shape[1]} action entries, the robot has {low.size} joints",
-                        "record one command per actuated joint")]
+        return [
+            Finding(
+                "action_range",
+                ACTION,
+                f"{a.shape[1]} action entries, the robot has {low.size} joints",
+                "record one command per actuated joint",
+            )
+        ]
     margin = 0.02 * (high - low)
     bad = (a < low - margin) | (a > high + margin)
     for j in np.flatnonzero(bad.any(axis=0)):
         ep = int(ctx.columns["episode_index"][np.flatnonzero(bad[:, j])[0]])
         out.append(
-            Finding("action_range", f"{ACTION}[{names[j]}]", f"values {a[:, j].min():.3g}..{a[:, j].max():.3g} leave "
-                    f"the joint limits [{low[j]:.3g}, {high[j]:.3g}] (first in episode {ep})",
-                    "actions must be joint position commands in rad: check units and offsets")
+            Finding(
+                "action_range",
+                f"{ACTION}[{names[j]}]",
+                f"values {a[:, j].min():.3g}..{a[:, j].max():.3g} leave "
+                f"the joint limits [{low[j]:.3g}, {high[j]:.3g}] (first in episode {ep})",
+                "actions must be joint position commands in rad: check units and offsets",
+            )
         )
     return out
 
@@ -217,9 +251,13 @@ def check_replay(ctx: CheckContext) -> list[Finding]:
     err = replay_episode(ctx.cfg, ctx.robot, ctx.columns[STATE][rows], ctx.columns[ACTION][rows])
     if err > ctx.max_tracking_error:
         return [
-            Finding("replay", f"episode {ep}", f"replayed actions track the recorded joints with RMS error {err:.3f} "
-                    f"rad (limit {ctx.max_tracking_error:g})",
-                    "actions must be this robot's joint position commands at the dataset's rate")
+            Finding(
+                "replay",
+                f"episode {ep}",
+                f"replayed actions track the recorded joints with RMS error {err:.3f} "
+                f"rad (limit {ctx.max_tracking_error:g})",
+                "actions must be this robot's joint position commands at the dataset's rate",
+            )
         ]
     return []
 

@@ -22,8 +22,9 @@ def policy_folder(run_dir: Path) -> Path:
     raise UserError("no fine-tuned policy in the run (adapter/ or policy/ missing)", str(run_dir))
 
 
-def evaluate_vla(run_dir: Path, episodes: int = 10, video: bool = True, seed: int = 4321, progress: bool = True,
-                 device: str = "cpu") -> dict[str, Any]:
+def evaluate_vla(
+    run_dir: Path, episodes: int = 10, video: bool = True, seed: int = 4321, progress: bool = True, device: str = "cpu"
+) -> dict[str, Any]:
     """Roll out the run's policy for ``episodes`` episodes (DR as in the run's config); writes ``eval/``.
 
     The camera image is rendered at the size the dataset recorded, the instruction comes from the task.
@@ -53,8 +54,11 @@ def evaluate_vla(run_dir: Path, episodes: int = 10, video: bool = True, seed: in
         info: dict[str, Any] = {}
         for _ in range(cfg.env.episode_steps):
             image = env.render()
-            obs = {"state": env.data.qpos[robot.qpos_idx], "images": {cam_key[len(IMAGE_PREFIX):]: image},
-                   "instruction": instruction}
+            obs = {
+                "state": env.data.qpos[robot.qpos_idx],
+                "images": {cam_key[len(IMAGE_PREFIX) :]: image},
+                "instruction": instruction,
+            }
             command = runner.act(obs)
             _, _, term, trunc, info = env.step((command - core.ctrl_mid) / core.ctrl_half)
             if video and ep < 3:

@@ -93,8 +93,9 @@ def prepare(dataset: Path, cfg: RunConfig, run_dir: Path, device: str) -> dict[s
     return {"model": model, "policy": policy, "pre": pre, "post": post, "loader": loader, "ds": ds, "n_cams": len(cams)}
 
 
-def train_steps(model: Any, pre: Any, loader: Any, optim: Any, steps: int, start: int = 0,
-                on_step: Any = None) -> list[float]:
+def train_steps(
+    model: Any, pre: Any, loader: Any, optim: Any, steps: int, start: int = 0, on_step: Any = None
+) -> list[float]:
     """Run optimizer steps ``start..steps-1``; returns the losses. ``on_step(step, loss)`` after each."""
     import torch
 
@@ -115,8 +116,15 @@ def train_steps(model: Any, pre: Any, loader: Any, optim: Any, steps: int, start
     return losses
 
 
-def finetune(dataset: Path, cfg: RunConfig, name: str, runs: Path, resume: bool = False,
-             progress: bool = True, skip_checks: bool = False) -> dict[str, Any]:
+def finetune(
+    dataset: Path,
+    cfg: RunConfig,
+    name: str,
+    runs: Path,
+    resume: bool = False,
+    progress: bool = True,
+    skip_checks: bool = False,
+) -> dict[str, Any]:
     """Fine-tune ``cfg.vla.policy`` on ``dataset`` into ``runs/<name>``; returns the run summary."""
     import torch
     from rich.progress import Progress

@@ -1,4 +1,4 @@
-"""LeRobot policies by name (``smolvla``, ``pi0``, ``act``) built for a dataset, plus LoRA through LeRobot's PEFT entry point.
+"""LeRobot policies by name (``smolvla``, ``pi0``, ``act``) for a dataset, and LoRA through LeRobot's PEFT entry.
 
 LeRobot makes the policy (``make_policy`` with the dataset's features) and its processors
 (normalization with the dataset's stats, tokenizer, device); PEFT LoRA goes through
@@ -92,8 +92,13 @@ def lora_overrides(v: VLAConfig) -> dict[str, Any]:
     targets: Any = v.target_modules or None
     if targets and "," in targets:
         targets = [t.strip() for t in targets.split(",") if t.strip()]
-    return {"method_type": "lora", "r": v.lora_rank, "lora_alpha": v.lora_alpha, "lora_dropout": v.lora_dropout,
-            "target_modules": targets}
+    return {
+        "method_type": "lora",
+        "r": v.lora_rank,
+        "lora_alpha": v.lora_alpha,
+        "lora_dropout": v.lora_dropout,
+        "target_modules": targets,
+    }
 
 
 def wrap_lora(policy: Any, v: VLAConfig) -> Any:

@@ -55,8 +55,9 @@ def build_context(dataset: Path, cfg: RunConfig) -> CheckContext:
     )
 
 
-def preflight(dataset: Path, cfg: RunConfig, only: list[str] | None = None,
-              quiet: bool = False) -> tuple[list[str], list[Finding]]:
+def preflight(
+    dataset: Path, cfg: RunConfig, only: list[str] | None = None, quiet: bool = False
+) -> tuple[list[str], list[Finding]]:
     """Run the checks; print each failure as one line on stderr and raise when any failed.
 
     :raises UserError: a dataset of another robot, or (after printing the others) the last failure

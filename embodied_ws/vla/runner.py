@@ -46,8 +46,9 @@ class VLARunner:
     :param instruction: instruction used when ``obs`` carries none
     """
 
-    def __init__(self, folder: str | Path, device: str = "cpu", n_action_steps: int | None = None,
-                 instruction: str = "") -> None:
+    def __init__(
+        self, folder: str | Path, device: str = "cpu", n_action_steps: int | None = None, instruction: str = ""
+    ) -> None:
         from lerobot.policies.factory import make_pre_post_processors
 
         folder = Path(folder)
@@ -64,7 +65,7 @@ class VLARunner:
         self.instruction = instruction
         side = folder / "embodied_ws.json"
         self.meta = json.loads(side.read_text()) if side.is_file() else {}
-        self.cameras = [k[len(IMAGE_PREFIX):] for k in self.config.image_features]
+        self.cameras = [k[len(IMAGE_PREFIX) :] for k in self.config.image_features]
         self.queue: deque[np.ndarray] = deque()
         self.replans = 0
 
