@@ -175,8 +175,10 @@ def make_build(args: argparse.Namespace) -> int:
     if stamp.get("key") == decision.key() and stamp.get("spec") == spec:
         return 0
     if decision.variant == "cuda" and not decision.forced and stamp.get("failed") == decision.key():
-        print(f"llama-cpp-python: CPU build kept (the CUDA build failed before: {stamp.get('error')}); "
-              "retry with `make setup CUDA=1`")
+        print(
+            f"llama-cpp-python: CPU build kept (the CUDA build failed before: {stamp.get('error')}); "
+            "retry with `make setup CUDA=1`"
+        )
         return 0
     if decision.variant == "cpu":
         offload = installed_offload(python)
@@ -200,11 +202,19 @@ def make_build(args: argparse.Namespace) -> int:
         return 1
     write_stamp(
         venv,
-        {"key": "cpu:", "variant": "cpu", "spec": spec, "failed": decision.key(), "error": error,
-         "reason": "CUDA build failed"},
+        {
+            "key": "cpu:",
+            "variant": "cpu",
+            "spec": spec,
+            "failed": decision.key(),
+            "error": error,
+            "reason": "CUDA build failed",
+        },
     )
-    print(f"warning: llama-cpp-python CUDA build failed ({error}); using the CPU build — "
-          "check nvcc/driver, then retry with `make setup CUDA=1`")
+    print(
+        f"warning: llama-cpp-python CUDA build failed ({error}); using the CPU build — "
+        "check nvcc/driver, then retry with `make setup CUDA=1`"
+    )
     return 0
 
 
