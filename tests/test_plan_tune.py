@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-
 from conftest import run_cli
 
 GIB = 2**30
@@ -72,7 +71,9 @@ def test_plan_json_matches_a_fresh_measurement_and_hand_computed_memory() -> Non
 
 
 def test_plan_text_and_bad_flags() -> None:
-    out = run_cli("plan", "--config", "reach", "--steps-per-s", "1000", "--probe-seconds", "0.1", "--vla-params", "3.3B")
+    out = run_cli(
+        "plan", "--config", "reach", "--steps-per-s", "1000", "--probe-seconds", "0.1", "--vla-params", "3.3B"
+    )
     assert out.returncode == 0, out.stderr
     assert "sampler core" in out.stdout and "VLA (3,300 M)" in out.stdout
     bad = run_cli("plan", "--steps-per-s", "1000", "--vla-params", "lots")

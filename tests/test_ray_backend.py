@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from embodied_ws.config.loader import load_config, load_dr
+from embodied_ws.core.errors import UserError
 
 pytestmark = pytest.mark.slow
 
@@ -41,8 +42,9 @@ def _cfg(*extra: str):
 
 
 def test_actors_step_batches_and_implement_env_hooks(ray_cluster) -> None:
-    from embodied_ws.rl.ray_vec import RayVecEnv
     from embodied_ws.sim.hooks import EnvHooks
+
+    from embodied_ws.rl.ray_vec import RayVecEnv
 
     cfg = _cfg("train.n_envs=5")
     venv = RayVecEnv(cfg, load_dr(cfg.dr), 5, seed=3)
@@ -79,7 +81,7 @@ def test_env_state_restores_into_fresh_actors(ray_cluster) -> None:
         assert not np.allclose(b.reset(), expected), "different seeds draw different episodes"
         b.set_env_state(state, "test")
         np.testing.assert_allclose(b.reset(), expected)
-        with pytest.raises(Exception, match="train.ray.actors"):
+        with pytest.raises(UserError, match=r"train\.ray\.actors"):
             state["streams"]["sizes"] = [1, 3]
             b.set_env_state(state, "ckpt")
     finally:

@@ -105,3 +105,26 @@ def predicted_share(sampler_steps_per_s: float, learner_steps_per_s: float) -> f
     if sampler_steps_per_s <= 0:
         return 1.0
     return learner_steps_per_s / (sampler_steps_per_s + learner_steps_per_s)
+
+
+def for_run(timing: dict[str, float], cfg: Any, inner: Any) -> DataWait:
+    """The rule applied to a finished run's time breakdown.
+
+    :param timing: the run's ``time`` summary (``waiting_for_data_s``, ``total_s``)
+    :param cfg: the run configuration (``train.n_envs``, ``ppo.n_steps``)
+    :param inner: the innermost training vec env (Ray: its actors are the sampler cores)
+    """
+    if hasattr(inner, "stats"):  # Ray backend: actors × CPUs each
+        stats = inner.stats()
+        cores = max(1, math.ceil(stats["actors"] * stats["cpus_per_actor"]))
+        per_actor: int | None = max(stats["envs_per_actor"])
+    else:
+        cores, per_actor = int(getattr(inner, "nthread", 1)), None
+    return data_wait_rule(
+        timing["waiting_for_data_s"],
+        timing["total_s"],
+        n_envs=cfg.train.n_envs,
+        sampler_cores=cores,
+        n_steps=cfg.ppo.n_steps,
+        envs_per_actor=per_actor,
+    )

@@ -14,6 +14,7 @@ Ray is imported only here, when the backend is used.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -155,10 +156,8 @@ class RayVecEnv(VecEnv):
     def _replace(self, k: int, reason: str) -> np.ndarray:
         """Start a new actor ``k`` (fresh seed, current curriculum scale); returns its first observations."""
         ray = _ray()
-        try:
+        with contextlib.suppress(Exception):  # the actor is gone already; nothing to clean up
             ray.kill(self.actors[k], no_restart=True)
-        except Exception:  # noqa: BLE001 - the actor is gone already; nothing to clean up
-            pass
         self.generation[k] += 1
         self.actors[k] = self._spawn(k, self.generation[k])
         if self._dr_scale is not None:
@@ -225,10 +224,8 @@ class RayVecEnv(VecEnv):
     def close(self) -> None:
         ray = _ray()
         for actor in self.actors:
-            try:
+            with contextlib.suppress(Exception):  # already dead
                 ray.kill(actor, no_restart=True)
-            except Exception:  # noqa: BLE001 - already dead
-                pass
         self.actors = []
         if self._owns_ray and ray.is_initialized():
             ray.shutdown()

@@ -447,4 +447,3 @@ class _Bar:
 def default_jobs() -> int:
     """One worker per core, at most four."""
     return max(1, min(4, os.cpu_count() or 1))
-
