@@ -34,6 +34,7 @@ def _fresh_per_core(cfg_name: str, n_envs: int, seconds: float = 1.0) -> float:
     return rate
 
 
+@pytest.mark.slow
 def test_plan_json_matches_a_fresh_measurement_and_hand_computed_memory() -> None:
     out = run_cli("plan", "--config", "reach", "--steps-per-s", "50000", "--learner-steps-per-s", "20000", "--json")
     assert out.returncode == 0, out.stderr
@@ -70,6 +71,7 @@ def test_plan_json_matches_a_fresh_measurement_and_hand_computed_memory() -> Non
     assert dw["risk"] == ("high" if dw["predicted_share"] > 0.2 else "low")
 
 
+@pytest.mark.slow
 def test_plan_text_and_bad_flags() -> None:
     out = run_cli(
         "plan", "--config", "reach", "--steps-per-s", "1000", "--probe-seconds", "0.1", "--vla-params", "3.3B"
@@ -88,6 +90,7 @@ SPACE = {
 }
 
 
+@pytest.mark.slow
 def test_tune_end_to_end_writes_a_config_train_accepts(tmp_path: Path) -> None:
     space = tmp_path / "space.yaml"
     space.write_text(yaml.safe_dump(SPACE))
