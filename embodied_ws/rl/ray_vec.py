@@ -22,12 +22,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
 
-from embodied_ws.sim.hooks import EnvState, check_env_state
-
 if TYPE_CHECKING:
     from embodied_ws.config.schema import RunConfig
     from embodied_ws.randomization.spec import DRSpec
     from embodied_ws.sim.core import EnvCore
+    from embodied_ws.sim.hooks import EnvState
 
 #: checkpoint layout of this backend: one batched EnvCore state per actor
 LAYOUT = "ray"
@@ -292,6 +291,7 @@ class RayVecEnv(VecEnv):
         :param where: where it came from (for the error line)
         """
         from embodied_ws.core.errors import UserError
+        from embodied_ws.sim.hooks import check_env_state
 
         check_env_state(state, LAYOUT, self.num_envs, where)
         if list(state["streams"]["sizes"]) != list(self.sizes):
