@@ -37,11 +37,13 @@ def record_plant(robot: Robot, plant: Plant, duration: float, out: Path, frame_s
     prev = start.copy()
     rng = np.random.default_rng(seed)
     ts = store.types
-    with BagWriter(out, {"/joint_states": "sensor_msgs/msg/JointState", "/c/commands": "std_msgs/msg/Float64MultiArray"}) as w:
+    with BagWriter(
+        out, {"/joint_states": "sensor_msgs/msg/JointState", "/c/commands": "std_msgs/msg/Float64MultiArray"}
+    ) as w:
         for i in range(int(duration / dt)):
             t = i * dt
             log = 10**9 + int((t + rng.uniform(0, 0.002)) * 1e9)
-            stamp = ts["builtin_interfaces/msg/Time"](sec=int(t), nanosec=int(round((t % 1) * 1e9)) % 10**9)
+            stamp = ts["builtin_interfaces/msg/Time"](sec=int(t), nanosec=round((t % 1) * 1e9) % 10**9)
             msg = ts["sensor_msgs/msg/JointState"](
                 header=ts["std_msgs/msg/Header"](stamp=stamp, frame_id=""),
                 name=list(robot.joint_names),
@@ -52,7 +54,9 @@ def record_plant(robot: Robot, plant: Plant, duration: float, out: Path, frame_s
             w.write_message("/joint_states", log, msg)
             prev = limit_setpoints(signal(t, start), prev, low, high, 0.5)
             layout = ts["std_msgs/msg/MultiArrayLayout"](dim=[], data_offset=0)
-            w.write_message("/c/commands", log + 2_000_000, ts["std_msgs/msg/Float64MultiArray"](layout=layout, data=prev.copy()))
+            w.write_message(
+                "/c/commands", log + 2_000_000, ts["std_msgs/msg/Float64MultiArray"](layout=layout, data=prev.copy())
+            )
             sent.append(prev.copy())
             data.ctrl[:] = sent[-1 - k]
             mujoco.mj_step(model, data, nstep=frame_skip)

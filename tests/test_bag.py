@@ -99,9 +99,7 @@ def test_sigkill_leaves_everything_up_to_the_last_flush_readable(tmp_path: Path)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
     with Reader(bag) as reader:
-        positions = [
-            typestore().deserialize_cdr(raw, c.msgtype).position[0] for c, _, raw in reader.messages()
-        ]
+        positions = [typestore().deserialize_cdr(raw, c.msgtype).position[0] for c, _, raw in reader.messages()]
     assert len(positions) >= flushed
     assert positions == list(range(len(positions)))  # in order, nothing torn
 

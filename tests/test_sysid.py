@@ -12,7 +12,7 @@ from sysid_helpers import record_plant
 from test_cli_errors import _assert_one_line_error
 
 from embodied_ws.config.loader import load_config
-from embodied_ws.core.errors import ConfigError
+from embodied_ws.core.errors import UserError
 from embodied_ws.randomization.plant import load_plant, parse_plant
 from embodied_ws.randomization.spec import DRSpec
 from embodied_ws.sim.env import RobotEnv
@@ -68,7 +68,7 @@ def test_stand_in_delays_commands_by_the_plant_latency() -> None:
 def test_plant_typos_are_one_line_errors(cli, tmp_path: Path, text: str, where: str, what: str) -> None:
     bad = tmp_path / "p.yaml"
     bad.write_text(text)
-    with pytest.raises(ConfigError):
+    with pytest.raises(UserError):
         load_plant(bad)
     _assert_one_line_error(cli("eval", "somerun", "--plant", str(bad)), where, what)
     _assert_one_line_error(cli("gap", "somerun", "--plant", str(bad)), where, what)

@@ -349,6 +349,14 @@ class JointStates:
     effort: np.ndarray
 
 
+def _column(values: Any, n_names: int, order: list[int] | None, width: int) -> np.ndarray:
+    """One JointState array in our joint order (NaN when the message did not fill it)."""
+    a = np.asarray(values, dtype=np.float64)
+    if a.size != n_names:
+        return np.full(width, np.nan)
+    return a[order] if order else a
+
+
 def read_joint_states(path: str | Path, topic: str = "/joint_states") -> JointStates:
     """All messages of a JointState topic as arrays; a bag without it is a one-line error."""
     log_t, stamp, pos, vel, eff = [], [], [], [], []
@@ -357,22 +365,16 @@ def read_joint_states(path: str | Path, topic: str = "/joint_states") -> JointSt
         msg_names = list(msg.name)
         if names is None:
             names = msg_names
-        order = [msg_names.index(n) for n in names] if msg_names != names else None
-        if order is None and len(msg_names) != len(names):
-            continue
-        j = len(names)
-
-        def col(values: Any, order: list[int] | None = order, j: int = j) -> np.ndarray:
-            a = np.asarray(values, dtype=np.float64)
-            if a.size != len(msg_names):
-                return np.full(j, np.nan)
-            return a[order] if order else a
-
+        order = None
+        if msg_names != names:
+            if not set(names) <= set(msg_names):
+                continue  # a message of another joint set (a second publisher): not this series
+            order = [msg_names.index(n) for n in names]
         log_t.append(t / 1e9)
         stamp.append(msg.header.stamp.sec + msg.header.stamp.nanosec / 1e9)
-        pos.append(col(msg.position))
-        vel.append(col(msg.velocity))
-        eff.append(col(msg.effort))
+        pos.append(_column(msg.position, len(msg_names), order, len(names)))
+        vel.append(_column(msg.velocity, len(msg_names), order, len(names)))
+        eff.append(_column(msg.effort, len(msg_names), order, len(names)))
     if names is None:
         raise UserError(f"no {topic} messages in the bag", str(path))
     return JointStates(np.array(log_t), np.array(stamp), names, np.array(pos), np.array(vel), np.array(eff))

@@ -49,7 +49,7 @@ class Plant:
     @property
     def action_latency(self) -> int:
         """Command latency in control steps."""
-        return int(round(self.value("action_latency")))
+        return round(self.value("action_latency"))
 
     @property
     def action_noise(self) -> float:

@@ -21,7 +21,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 from embodied_ws.core.errors import UserError
-from embodied_ws.data.bag import CONTRACT_TYPES, COMMAND_TYPE, BagWriter
+from embodied_ws.data.bag import COMMAND_TYPE, CONTRACT_TYPES, BagWriter
 from embodied_ws.ros import cdr, qos
 from embodied_ws.ros import conversions as conv
 
@@ -63,7 +63,7 @@ class RecorderNode(Node):
         end = time.monotonic() + wait_s
         while time.monotonic() < end and len(found) < len(topics):
             graph = dict(self.get_topic_names_and_types())
-            found = {t: graph[t][0] for t in topics if t in graph and graph[t]}
+            found = {t: graph[t][0] for t in topics if graph.get(t)}
             time.sleep(0.1)
         missing = [t for t in topics if t not in found]
         if missing:
@@ -111,7 +111,9 @@ def spin_for(nodes: list[Node], duration: float | None, done: Callable[[], bool]
     return stop["now"]
 
 
-def record(out: Path, topics: dict[str, str], duration: float | None, custom_data: dict[str, str] | None = None) -> dict:
+def record(
+    out: Path, topics: dict[str, str], duration: float | None, custom_data: dict[str, str] | None = None
+) -> dict:
     """``embodied-ws record``: record ``topics`` into a new bag ``out`` for ``duration`` s (None: until Ctrl-C)."""
     writer = BagWriter(out, custom_data=custom_data)
     rclpy.init()

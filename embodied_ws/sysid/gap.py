@@ -12,6 +12,7 @@ success rate, and the trajectory RMSE between the two.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,7 +86,7 @@ def rollout(env: Any, policy: Any, episodes: int, seed: int, name: str) -> Side:
             cs.append(env.data.ctrl.copy())
             done = term or trunc
         side.q.append(np.array(qs))
-        side.ctrl.append(np.array(cs + [cs[-1]]))
+        side.ctrl.append(np.array([*cs, cs[-1]]))
         side.success.append(bool(info.get("is_success", False)))
         dist = info.get("reward_terms", {}).get("distance")
         if dist is not None:
@@ -142,7 +143,7 @@ def gap_on_bag(run_dir: Path, bag: Path, out: Path, sim_plant: Plant | None = No
     data = mujoco.MjData(model)
     fs = max(1, round(rec.control_dt / robot.model.opt.timestep))
     bounds = [*starts, rec.n]
-    for e, (s, end) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+    for e, (s, end) in enumerate(itertools.pairwise(bounds)):
         if end - s < 2:
             continue
         goal = task.data[min(e, len(task.data) - 1)]

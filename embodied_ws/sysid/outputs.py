@@ -1,4 +1,4 @@
-"""What ``sysid fit`` writes: ``fit.yaml`` (a plant file), ``dr.yaml`` (DR centred on the fit), ``fit.json``, overlays."""
+"""What ``sysid fit`` writes: ``fit.yaml`` (a plant file), ``dr.yaml`` (DR centred on the fit), ``fit.json``, PNGs."""
 
 from __future__ import annotations
 
@@ -47,9 +47,7 @@ def plant_yaml(result: FitResult, robot: str, bag: str) -> str:
     ]
     if result.weak:
         lines.append(f"# Weakly identifiable (the data hardly constrains them): {', '.join(result.weak)}.")
-    params: dict[str, Any] = {
-        name: {"range": [value, value], "mode": "scale"} for name, value in result.scales.items()
-    }
+    params: dict[str, Any] = {name: {"range": [value, value], "mode": "scale"} for name, value in result.scales.items()}
     params["action_latency"] = {"range": [result.latency, result.latency], "mode": "set"}
     return "\n".join(lines) + "\n" + yaml.safe_dump({"params": params}, sort_keys=False, default_flow_style=None)
 
