@@ -12,7 +12,7 @@ APT_PACKAGES := libegl1 libegl-mesa0 libgl1 libosmesa6 ignition-tools libsdforma
 export MUJOCO_GL ?= egl
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup llama train test lint bench lock clean
+.PHONY: setup llama train test lint bench lock clean print-apt-packages
 
 setup: $(STAMP) llama
 
@@ -51,6 +51,9 @@ bench: setup
 lock: setup
 	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^ros-' > requirements/lock.txt
 	$(BIN)/python -m pip freeze --exclude-editable | grep '^ros-' > requirements/ros-lock.txt
+
+print-apt-packages:  # for docker/Dockerfile's runtime stage
+	@echo $(APT_PACKAGES)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
