@@ -20,6 +20,7 @@ VERB_MODULES: tuple[str, ...] = (
     "training",
     "assist",
     "scale",
+    "sysid",
     "data",
     "vla",
 )
