@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from embodied_ws.config.loader import load_config
+from embodied_ws.core.errors import UnknownNameError
 from embodied_ws.ros.launch_plan import (
     SIM_ARGS,
     TRAIN_ARGS,
@@ -59,7 +60,7 @@ def test_train_plan_ros_backend_runs_the_sim_in_lockstep() -> None:
     specs = train_plan(backend="ros")
     assert [s.executable for s in specs] == ["mujoco_sim_node", "trainer_node"]
     assert specs[0].parameters["mode"] == "lockstep"
-    with pytest.raises(ValueError):
+    with pytest.raises(UnknownNameError, match="unknown backend 'carla'"):
         train_plan(backend="carla")
 
 

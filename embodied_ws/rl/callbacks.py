@@ -15,7 +15,8 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
 from embodied_ws.rl.checkpoint import save_checkpoint
-from embodied_ws.rl.vec import core_state, episode_success
+from embodied_ws.rl.backends import env_hooks
+from embodied_ws.rl.vec import episode_success
 
 
 class TimeBreakdown(BaseCallback):
@@ -99,7 +100,7 @@ class CheckpointEvery(BaseCallback):
         """Write a checkpoint now."""
         t = time.perf_counter()
         venv = self.model.get_env()
-        path = save_checkpoint(self.root, self.model, venv, {**self.extra(), "env": core_state(venv)}, self.keep)
+        path = save_checkpoint(self.root, self.model, venv, {**self.extra(), "env": env_hooks(venv).get_env_state()}, self.keep)
         self.saved.append(path)
         self.seconds += time.perf_counter() - t
         return path
@@ -159,7 +160,7 @@ class EvalSuccess(BaseCallback):
 
 
 class Curriculum(BaseCallback):
-    """Widen DR ranges linearly from 0 (nominal) to 1 (full) over ``steps`` env steps via ``env_method``."""
+    """Widen DR ranges linearly from 0 (nominal) to 1 (full) over ``steps`` env steps (through :class:`EnvHooks`)."""
 
     def __init__(self, steps: int, envs: list[Any]) -> None:
         super().__init__()
@@ -178,7 +179,7 @@ class Curriculum(BaseCallback):
     def _push(self) -> None:
         self.scale = 1.0 if not self.steps else min(1.0, self.model.num_timesteps / self.steps)
         for venv in self.envs:
-            venv.env_method("set_dr_scale", self.scale)
+            env_hooks(venv).set_dr_scale(self.scale)
 
 
 class RichProgress(BaseCallback):

@@ -15,7 +15,8 @@ from embodied_ws.core.atomic import write_bytes_atomic
 from embodied_ws.core.errors import EnvLost, UserError
 from embodied_ws.rl import callbacks as cb
 from embodied_ws.rl.checkpoint import latest_checkpoint, load_vecnormalize, read_state, restore_rng
-from embodied_ws.rl.vec import VecTimer, load_core_state, make_vec_env
+from embodied_ws.rl.backends import backend_for, env_hooks, make_vec_env
+from embodied_ws.rl.vec import VecTimer
 
 
 def resolve_device(device: str) -> str:
@@ -86,6 +87,7 @@ def train(
     from stable_baselines3 import PPO
     from stable_baselines3.common.logger import configure
 
+    eval_kind = backend_for(cfg).eval_backend  # checks the backend before anything is written
     run_dir = runs_root / name
     ckpt_root = run_dir / "checkpoints"
     ckpt = latest_checkpoint(ckpt_root) if resume else None
@@ -100,8 +102,6 @@ def train(
         torch.set_num_threads(1)  # the sim threads own the cores; a 64×64 MLP gains nothing from more
 
     venv, timer = make_training_env(cfg, dr)
-    # evaluation runs in-process (the ROS simulator serves the training env only)
-    eval_kind = "dummy" if cfg.train.vec_env in ("subproc", "dummy") else "mujoco"
     eval_env = (
         make_vec_env(cfg, dr, cfg.train.eval_episodes, cfg.train.seed + 10_000, eval_kind)
         if cfg.train.eval_every
@@ -113,7 +113,7 @@ def train(
         print(f"resuming from step {state['num_timesteps']} ({ckpt.name})", file=sys.stderr)
         venv = load_vecnormalize(ckpt, venv.venv if hasattr(venv, "obs_rms") else venv)
         model = PPO.load(ckpt / "model.zip", env=venv, device=resolve_device(cfg.ppo.device))
-        load_core_state(venv, state["env"])
+        env_hooks(venv).set_env_state(state["env"], str(ckpt / "state.json"))
         restore_rng(ckpt)
     else:
         model = PPO("MlpPolicy", venv, **ppo_kwargs(cfg))
@@ -173,14 +173,14 @@ def train(
     final = None
     if evals and cfg.train.final_eval_episodes:
         final_env = make_vec_env(cfg, dr, cfg.train.final_eval_episodes, cfg.train.seed + 20_000, eval_kind)
-        final_env.env_method("set_dr_scale", 1.0)
+        env_hooks(final_env).set_dr_scale(1.0)
         final = evals.evaluate(final_env, cfg.train.final_eval_episodes, record=False)
         final_env.close()
     checkpoints.save()
     from embodied_ws.rl.export import export_policy
     from embodied_ws.rl.report import hardware_summary, write_report
 
-    core = venv.unwrapped.core if hasattr(venv.unwrapped, "core") else _single_core(cfg, dr)
+    core = env_hooks(venv).env_core()
     export_policy(run_dir / "policy", model, venv, core)
     summary = {
         "name": name,
@@ -208,8 +208,3 @@ def train(
         eval_env.close()
     return summary
 
-
-def _single_core(cfg: RunConfig, dr: Any) -> Any:
-    from embodied_ws.sim.core import EnvCore
-
-    return EnvCore(cfg, dr, 1, 0)

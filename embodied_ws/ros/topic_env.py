@@ -33,7 +33,8 @@ from embodied_ws.ros import cdr, qos
 from embodied_ws.ros import conversions as conv
 from embodied_ws.ros.nodes.mujoco_sim_node import published_joints
 from embodied_ws.sim.core import EnvCore
-from embodied_ws.sim.env import CoreHooks, action_space, observation_space
+from embodied_ws.sim.env import action_space, observation_space
+from embodied_ws.sim.hooks import CoreHooks
 
 _SUM = np.add.reduce
 
@@ -260,7 +261,13 @@ class RosTopicEnv(CoreHooks, gym.Env):
 
 
 def make_ros_vec_env(cfg: RunConfig, dr: DRSpec, n_envs: int, seed: int) -> Any:
-    """The ``ros`` vec-env backend: one RosTopicEnv in SB3's DummyVecEnv."""
-    from stable_baselines3.common.vec_env import DummyVecEnv
+    """The ``ros`` vec-env backend: one RosTopicEnv in SB3's DummyVecEnv (with the EnvHooks protocol).
 
-    return DummyVecEnv([lambda: RosTopicEnv(cfg, dr, seed)])
+    :param cfg: run configuration (``ros`` section)
+    :param dr: DR spec
+    :param n_envs: 1 (the backend registry enforces it)
+    :param seed: seed of the env-side streams
+    """
+    from embodied_ws.rl.vec import HookedDummyVecEnv
+
+    return HookedDummyVecEnv([lambda: RosTopicEnv(cfg, dr, seed)], cfg, dr)

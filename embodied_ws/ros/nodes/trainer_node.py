@@ -22,6 +22,7 @@ from std_srvs.srv import Trigger
 
 from embodied_ws.config.loader import load_config
 from embodied_ws.core.errors import EXIT_USER_ERROR, EnvLost, UserError
+from embodied_ws.rl.backends import BACKENDS
 from embodied_ws.ros.params import choice, declare_node_parameters
 from embodied_ws.ros.spin import create_node
 
@@ -58,8 +59,10 @@ class TrainerNode(Node):
     def __init__(self) -> None:
         super().__init__("trainer_node")
         overrides = declare_node_parameters(self, PARAMETERS)
-        if choice(self, "backend", ("mujoco", "ros")) == "ros":
-            overrides += ["train.vec_env=ros", "train.n_envs=1"]
+        backend = choice(self, "backend", tuple(BACKENDS.names()))
+        overrides.append(f"train.vec_env={backend}")
+        if BACKENDS.get(backend).max_envs is not None:
+            overrides.append(f"train.n_envs={BACKENDS.get(backend).max_envs}")
         self.cfg = load_config(self.get_parameter("config").value, overrides)
         self.stop_requested = threading.Event()
         self.save_requested = threading.Event()
