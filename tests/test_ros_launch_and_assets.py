@@ -24,7 +24,6 @@ from embodied_ws.ros.launch_plan import (
     sim_plan,
     train_plan,
 )
-from embodied_ws.ros.params import flat_fields
 from embodied_ws.sim.gazebo import write_assets
 from embodied_ws.sim.robot import load_robot
 
@@ -39,10 +38,13 @@ def _console_scripts() -> set[str]:
 
 
 def _declared(executable: str) -> set[str]:
+    from embodied_ws.ros.params import flat_fields
+
     module = importlib.import_module(f"embodied_ws.ros.nodes.{executable}")
     return set(module.PARAMETERS) | set(flat_fields(load_config())) | {"use_sim_time"}
 
 
+@pytest.mark.ros
 @pytest.mark.parametrize(
     "plan,args",
     [(sim_plan, SIM_ARGS), (train_plan, TRAIN_ARGS), (train_plan, {**TRAIN_ARGS, "backend": "ros"})],

@@ -14,14 +14,14 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import train_cmd
-from ros_helpers import ROOT, isolate_dds, start_node, stop, wait_until
+from ros_helpers import ROOT, start_node, stop, wait_until
 
 from embodied_ws.config.loader import load_config, load_dr
 from embodied_ws.core.errors import EnvLost
 from embodied_ws.rl.checkpoint import latest_checkpoint, read_state
 from embodied_ws.sim.env import RobotEnv
 
-isolate_dds()
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 
 def _ros_env(*overrides: str, seed: int = 7):
