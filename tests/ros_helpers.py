@@ -78,7 +78,7 @@ import importlib.abc, sys
 class _BlockRos(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
         if name.split(".")[0] in BLOCKED:
-            raise ImportError(f"blocked ROS import: {name}")
+            raise ModuleNotFoundError(f"blocked ROS import: {name}", name=name)
         return None
 BLOCKED = set(sys.argv[1].split(","))
 sys.meta_path.insert(0, _BlockRos())

@@ -67,7 +67,7 @@ def test_backend_env_count_limit_and_unknown_backend() -> None:
         make_vec_env(cfg, load_dr("none"), 1, 0, kind="carla")
 
 
-@pytest.mark.parametrize("kind", ["mujoco", "dummy", "subproc"])
+@pytest.mark.parametrize("kind", ["mujoco", "dummy", pytest.param("subproc", marks=pytest.mark.slow)])
 def test_in_process_backends_implement_env_hooks(kind: str) -> None:
     cfg = load_config(None, ["train.curriculum_steps=100"])
     venv = make_vec_env(cfg, load_dr("default"), 2, 0, kind)
@@ -100,6 +100,7 @@ def _stepped(kind: str, seed: int, steps: int = 3) -> object:
     return venv
 
 
+@pytest.mark.slow  # starts a process per env
 def test_env_state_restores_exactly_across_same_layout_backends() -> None:
     """dummy and subproc keep the same per-env streams: a dummy run's state resumes exactly on subproc."""
     src, dst = _stepped("dummy", 0), make_vec_env(load_config(None), load_dr("default"), 2, 99, "subproc")
@@ -135,6 +136,7 @@ def test_env_state_of_another_layout_or_count_is_a_one_line_error(saved: str, ta
         dst.close()
 
 
+@pytest.mark.slow  # trains, then resumes, through the CLI
 def test_resume_on_another_backend_stops_with_one_line(tmp_path: Path) -> None:
     import subprocess
 

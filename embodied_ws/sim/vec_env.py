@@ -70,6 +70,7 @@ class MujocoVecEnv(VecEnv):
         # a MuJoCo auto-reset inside the period leaves the clock short of t0 + period
         self._period = self.core.control_dt * (1.0 - 1e-9)
         self.render_mode = None
+        self.closed = False
         super().__init__(n_envs, observation_space(self.core), action_space(self.core))
 
     # ------------------------------------------------------------------ VecEnv API
@@ -118,7 +119,10 @@ class MujocoVecEnv(VecEnv):
         return obs, reward.astype(np.float32), done.copy(), infos
 
     def close(self) -> None:
-        self._rollout.close()
+        """Stop MuJoCo's rollout threads (idempotent)."""
+        if not self.closed:
+            self._rollout.close()
+            self.closed = True
 
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
         return [getattr(self, attr_name) for _ in self._get_indices(indices)]
