@@ -28,6 +28,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
             overrides.append("task.ee_body=")
     if args.task:
         overrides.append(f"env.task={args.task}")
+    if args.ray_address:
+        overrides.append(f"train.ray.address={args.ray_address}")
     run_dir = Path(args.runs) / args.name
     if args.resume:
         saved = run_dir / "config.yaml"
@@ -103,6 +105,7 @@ def register(add_verb: AddVerb) -> None:
     t.add_argument("--name", default="default", help="run name: folder under --runs (default: default)")
     t.add_argument("--runs", default="runs", help="runs folder (default: runs)")
     t.add_argument("--resume", action="store_true", help="continue the run from its latest checkpoint")
+    t.add_argument("--ray-address", help="Ray cluster for train.vec_env=ray (default: start a local one)")
 
     e = add_verb(
         "eval",

@@ -124,15 +124,20 @@ class EvalSuccess(_EveryNSteps):
     :param every: env steps between evaluations
     :param target: success rate that ends training early (None: never)
     :param episodes: episodes per evaluation
-    :param history: where results are appended (the run state's list)
+    :param history: where results are appended (a training run passes its state's list; default a new one)
     """
 
     def __init__(
-        self, eval_env: Any, every: int, target: float | None, episodes: int, history: list[dict[str, float]]
+        self,
+        eval_env: Any,
+        every: int,
+        target: float | None,
+        episodes: int,
+        history: list[dict[str, float]] | None = None,
     ) -> None:
         super().__init__(every)
         self.eval_env, self.target, self.episodes = eval_env, target, episodes
-        self.history = history
+        self.history = history if history is not None else []
         self.seconds = 0.0
         self.reached = False
 

@@ -5,19 +5,21 @@ from __future__ import annotations
 from typing import Any
 
 from embodied_ws.config.schema import RunConfig
+from embodied_ws.core.gpu import choose_torch_device
 from embodied_ws.rl.backends import make_vec_env
 from embodied_ws.rl.vec import VecTimer
 
 
-def resolve_device(device: str) -> str:
-    """The torch device of ``ppo.device``: ``auto`` → CPU.
+def resolve_device(device: str, image_policy: bool = False) -> str:
+    """``ppo.device`` → a torch device (:func:`embodied_ws.core.gpu.choose_torch_device`).
 
-    For the small MLP policies of state-based PPO the CPU is faster than a GPU (SB3's own advice);
-    set ``ppo.device=cuda`` for large networks or image policies.
+    ``auto`` keeps MLP policies on the CPU (faster than a GPU for small networks, SB3's own advice) and puts
+    image policies on CUDA when there is a GPU.
 
     :param device: ``auto``, ``cpu``, ``cuda``, ``cuda:1`` ...
+    :param image_policy: the policy sees camera images (``env.camera_obs``)
     """
-    return "cpu" if device == "auto" else device
+    return choose_torch_device(device, image_policy)
 
 
 def ppo_kwargs(cfg: RunConfig) -> dict[str, Any]:
@@ -43,7 +45,7 @@ def ppo_kwargs(cfg: RunConfig) -> dict[str, Any]:
         "vf_coef": p.vf_coef,
         "max_grad_norm": p.max_grad_norm,
         "policy_kwargs": {"net_arch": list(p.net_arch), "log_std_init": p.log_std_init},
-        "device": resolve_device(p.device),
+        "device": resolve_device(p.device, cfg.env.camera_obs),
         "seed": cfg.train.seed,
         "verbose": 0,
     }

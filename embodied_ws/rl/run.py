@@ -120,7 +120,7 @@ class TrainingRun:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(self.run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False).encode())
         self.dr = load_dr(cfg.dr)
-        if resolve_device(cfg.ppo.device) == "cpu":
+        if resolve_device(cfg.ppo.device, cfg.env.camera_obs) == "cpu":
             torch.set_num_threads(1)  # the sim threads own the cores; a 64×64 MLP gains nothing from more
         self.venv, self.timer = make_training_env(cfg, self.dr)
         self._stack.callback(self.timer.venv.close)  # the backend's envs (the wrappers only forward close)
@@ -169,7 +169,8 @@ class TrainingRun:
         print(f"resuming from step {data['num_timesteps']} ({ckpt.name})", file=sys.stderr)
         base = self.venv.venv if isinstance(self.venv, VecNormalize) else self.venv
         self.venv = load_vecnormalize(ckpt, base)
-        self.model = PPO.load(ckpt / "model.zip", env=self.venv, device=resolve_device(self.cfg.ppo.device))
+        device = resolve_device(self.cfg.ppo.device, self.cfg.env.camera_obs)
+        self.model = PPO.load(ckpt / "model.zip", env=self.venv, device=device)
         env_hooks(self.venv).set_env_state(data.get("env"), str(ckpt / "state.json"))  # type: ignore[arg-type]
         restore_rng(ckpt)
         self.state = RunState.from_json(data)
