@@ -20,6 +20,9 @@ VERB_MODULES: tuple[str, ...] = (
     "training",
     "assist",
     "scale",
+    "sysid",
+    "data",
+    "vla",
 )
 
 AddVerb = Callable[[str, Callable[[argparse.Namespace], int], str, str], argparse.ArgumentParser]
