@@ -19,6 +19,8 @@ from embodied_ws.core.errors import EXIT_ENV_LOST, EXIT_USER_ERROR, EnvLost, Use
 VERB_MODULES: tuple[str, ...] = (
     "training",
     "assist",
+    "scale",
+    "sysid",
 )
 
 AddVerb = Callable[[str, Callable[[argparse.Namespace], int], str, str], argparse.ArgumentParser]

@@ -171,6 +171,8 @@ _POSITIVE = {
     "ppo.n_epochs": lambda c: c.ppo.n_epochs,
     "ppo.learning_rate": lambda c: c.ppo.learning_rate,
     "task.success_threshold": lambda c: c.task.success_threshold,
+    "train.ray.actors": lambda c: c.train.ray.actors,
+    "train.ray.cpus_per_actor": lambda c: c.train.ray.cpus_per_actor,
 }
 
 

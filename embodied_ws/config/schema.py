@@ -89,6 +89,22 @@ class PPOConfig:
 
 
 @dataclass
+class RayConfig:
+    """The Ray backend (``train.vec_env: ray``): where the sampler actors run and how big they are.
+
+    :param address: Ray cluster to join (``auto``, ``host:6379``, ``ray://host:10001``); empty starts a
+        local cluster on this machine (also set by ``embodied-ws train --ray-address``)
+    :param actors: sampler actors; ``train.n_envs`` is split evenly over them (each steps its batch at once)
+    :param cpus_per_actor: CPUs each actor declares to Ray (its MuJoCo rollout threads), so actors land on
+        nodes that offer CPUs (samplers) and not on a learner node started with ``--num-cpus=0``
+    """
+
+    address: str = ""
+    actors: int = 2
+    cpus_per_actor: float = 1.0
+
+
+@dataclass
 class TrainConfig:
     """Training loop settings.
 
@@ -104,6 +120,7 @@ class TrainConfig:
     :param target_success: stop early once two evaluations in a row reach this success rate (None: never)
     :param final_eval_episodes: episodes of the final evaluation reported in the run summary
     :param curriculum_steps: env steps over which DR ranges widen from 0 to full (0: full from the start)
+    :param ray: the Ray backend's cluster and actors (used with ``vec_env: ray``)
     """
 
     total_timesteps: int = 300_000
@@ -118,6 +135,7 @@ class TrainConfig:
     target_success: float | None = 0.95
     final_eval_episodes: int = 256
     curriculum_steps: int = 0
+    ray: RayConfig = field(default_factory=RayConfig)
 
 
 @dataclass
