@@ -8,7 +8,7 @@ STAMP := $(VENV)/.setup-stamp
 RUN ?= reach
 # llama-cpp-python build: empty = auto (CUDA when nvidia-smi and nvcc are found), 0 = CPU, 1 = CUDA
 CUDA ?=
-APT_PACKAGES := libegl1 libegl-mesa0 libgl1 libosmesa6 ignition-tools libsdformat-dev
+APT_PACKAGES := libegl1 libegl-mesa0 libgl1 libosmesa6 ignition-tools libsdformat-dev ffmpeg
 export MUJOCO_GL ?= egl
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 

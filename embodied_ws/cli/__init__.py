@@ -21,6 +21,8 @@ VERB_MODULES: tuple[str, ...] = (
     "assist",
     "scale",
     "sysid",
+    "data",
+    "vla",
 )
 
 AddVerb = Callable[[str, Callable[[argparse.Namespace], int], str, str], argparse.ArgumentParser]
