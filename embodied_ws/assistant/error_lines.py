@@ -25,7 +25,8 @@ TAIL = 160
 _ERROR = re.compile(
     rb"(?i)error|fail|fatal|exception|traceback|cannot|can't|could not|couldn't|unable to|not found|no such|"
     rb"undefined|segmentation|core dumped|abort|killed|denied|refused|timed out|invalid|unsupported|"
-    rb"incompatible|not installed|no module|missing|mismatch|out of memory|\bE: "
+    rb"incompatible|not installed|no module|missing|mismatch|out of memory|exceed|insufficient|too many|too old|"
+    rb"unrecognized|no kernel image|\bE: "
 )
 _WARN = re.compile(rb"(?i)warn|deprecat|\[Wrn\]")
 _NOT_AN_ERROR = re.compile(r"(?i)\b0 (?:errors?|failed)\b|error[_ ]?(?:count|rate)\s*[=:]\s*0\b|-Werror|-Wno-error")
@@ -108,7 +109,7 @@ class ErrorLineCollector:
     def _wants_all(self) -> bool:
         return len(self.head) < HEAD
 
-    def _sampled(self, data: bytes):  # noqa: ANN202 - an iterator of regex matches
+    def _sampled(self, data: bytes):
         """Past the head, only the last part of a chunk can still reach the kept tail."""
         window = 1 << 19
         cut = data.rfind(b"\n", 0, max(0, len(data) - window)) + 1 if len(data) > window else 0

@@ -52,7 +52,7 @@ class SimilarityRanker:
         self.ids = [i for i, _ in examples]
         self.vectorizer = make_union(
             TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=1, token_pattern=r"[A-Za-z_][\w.+\-]+"),
-            TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True, min_df=2, max_features=60000),
+            TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True, min_df=1, max_features=60000),
         )
         self.matrix = self._normalize(self.vectorizer.fit_transform([d for _, d in examples]))
 

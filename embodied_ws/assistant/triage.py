@@ -152,7 +152,15 @@ class Triage:
             conf = rule.confidence + 0.02 * (distinct - 1) + sum(self._context.get(rule_id, {}).values())
             ev = sorted(self._evidence.get(rule_id, []), key=lambda e: (e.source, e.line))
             out.append(Finding(rule, min(conf, 0.99), count, ev))
-        out.sort(key=lambda f: (-f.confidence, f.evidence[0].line if f.evidence else 0))
+        # harmless-noise ids explain a log only when nothing in it failed
+        noise_last = self.has_error_lines
+        out.sort(
+            key=lambda f: (
+                noise_last and f.rule.category == "benign",
+                -f.confidence,
+                f.evidence[0].line if f.evidence else 0,
+            )
+        )
         return out + self.similar(max(alternatives - len(out), 0), exclude={f.rule.id for f in out})
 
     def similar(self, k: int, exclude: set[str] | None = None) -> list[Finding]:

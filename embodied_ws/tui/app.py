@@ -11,14 +11,15 @@ question for the local model. Nothing the model says is ever executed.
 from __future__ import annotations
 
 import shlex
+import threading
 from pathlib import Path
 from typing import ClassVar
 
 from textual import on, work
 from textual.app import App, ComposeResult
-from textual.message import Message
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.widgets import Button, Footer, Header, Input, SelectionList, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
@@ -84,6 +85,8 @@ class AssistantApp(App[int]):
         self.llm = None
         self.checked: set[str] = set()
         self.turns: list[ChatTurn] = []
+        self._llm_lock = threading.Lock()
+        self._closing = False
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -262,10 +265,19 @@ class AssistantApp(App[int]):
         packed = pack_context(
             question, findings, excerpts, budget=max(256, self.llm.n_ctx - 600), count=self.llm.count_tokens
         )
-        for piece in self.llm.stream(packed.system, packed.user, max_tokens=256):
-            if worker.is_cancelled:
-                return
-            self.call_from_thread(turn.add, piece)
+        pieces = self.llm.stream(packed.system, packed.user, max_tokens=256)
+        try:
+            while True:
+                with self._llm_lock:  # the model is closed on unmount only between tokens
+                    if worker.is_cancelled or self._closing:
+                        return
+                    piece = next(pieces, None)
+                if piece is None:
+                    return
+                self.call_from_thread(turn.add, piece)
+        finally:
+            with self._llm_lock:
+                pieces.close()
 
     def save_session(self, path: Path) -> None:
         """Write findings, ticked checks and the chat as Markdown, with secrets redacted."""
@@ -289,8 +301,11 @@ class AssistantApp(App[int]):
         self.refresh_findings()
 
     def on_unmount(self) -> None:
+        """Stop streaming, then free the model (never while a worker is inside it)."""
+        self._closing = True
         if self.llm is not None:
-            self.llm.close()
+            with self._llm_lock:
+                self.llm.close()
 
 
 def run_app(log: str | None, model: Path | None, follow: list[str] | None) -> int:
