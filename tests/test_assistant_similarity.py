@@ -56,7 +56,10 @@ def test_rule_findings_come_first_then_similarity_alternatives() -> None:
 
 
 def test_benign_noise_ranks_after_a_real_failure_and_alone_is_reported_as_benign() -> None:
-    noise = "UserWarning: TypedStorage is deprecated. It will be removed in the future and UntypedStorage will be the only storage class.\n"
+    noise = (
+        "UserWarning: TypedStorage is deprecated. It will be removed in the future and UntypedStorage will be "
+        "the only storage class.\n"
+    )
     alone = _triage_text(noise * 3).findings()
     assert alone and alone[0].rule.category == "benign"
     mixed = _triage_text(noise + "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB\n").findings()
