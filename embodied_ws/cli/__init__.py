@@ -19,6 +19,10 @@ from embodied_ws.core.errors import EXIT_ENV_LOST, EXIT_USER_ERROR, EnvLost, Use
 VERB_MODULES: tuple[str, ...] = (
     "training",
     "assist",
+    "scale",
+    "sysid",
+    "data",
+    "vla",
 )
 
 AddVerb = Callable[[str, Callable[[argparse.Namespace], int], str, str], argparse.ArgumentParser]
