@@ -25,7 +25,7 @@ def untrained_run(run_dir: Path, *overrides: str) -> Path:
     for _ in range(64):  # non-trivial normalization statistics
         venv.step([venv.action_space.sample()])
     kw = ppo_kwargs(cfg)
-    kw["device"] = "cpu"
+    kw.update(device="cpu", batch_size=64)
     model = PPO("MlpPolicy", venv, **kw)
     run_dir.mkdir(parents=True, exist_ok=True)
     save_run_config(run_dir, cfg)

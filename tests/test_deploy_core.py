@@ -61,7 +61,7 @@ def test_an_observation_layout_mismatch_names_the_field(run: Path, tmp_path: Pat
     names[3], names[4] = names[4], names[3]
     (policy / "policy.json").write_text(json.dumps(meta))
     (policy / "policy.safetensors").write_bytes((run / "policy" / "policy.safetensors").read_bytes())
-    with pytest.raises(UserError, match=r"observation field 3 is 'qd/base_yaw' in the policy but 'q/.*'"):
+    with pytest.raises(UserError, match=r"observation field 3 is 'qd/shoulder' in the policy but 'qd/base_yaw'"):
         ControlCore(resolve_target(policy))  # a bare policy folder: config rebuilt from policy.json
 
 

@@ -18,6 +18,7 @@ import mujoco
 import numpy as np
 import pytest
 from conftest import train_cmd
+from deploy_helpers import untrained_run
 from ros_helpers import ROOT, isolate_dds, start_node, stop, wait_until
 
 from embodied_ws.sim.robot import load_robot
@@ -40,6 +41,12 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = json.loads(proc.stdout)
     print(f"deploy fixture: trained {out['steps']} steps in {time.monotonic() - t:.0f} s, success {out['final_success']}")
     return runs / "reach"
+
+
+@pytest.fixture(scope="module")
+def exported_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An untrained policy through the real export path: enough for lifecycle, e-stop, dry-run and watchdog tests."""
+    return untrained_run(tmp_path_factory.mktemp("deploy_untrained") / "run")
 
 
 class Probe:
@@ -204,10 +211,10 @@ def test_policy_node_through_its_lifecycle_reaches_targets(trained_run: Path, pr
 
 
 def test_estop_stops_commands_within_one_period_and_only_a_lifecycle_cycle_rearms(
-    trained_run: Path, probe: Probe
+    exported_run: Path, probe: Probe
 ) -> None:
     sim = start_node("mujoco_sim_node", "mode:=realtime", "seed:=6")
-    node = _policy_node(trained_run, "autostart:=true")
+    node = _policy_node(exported_run, "autostart:=true")
     try:
         probe.reset_sim()
         assert probe.wait(lambda: len(probe.commands) > 10, 60)
@@ -234,9 +241,9 @@ def test_estop_stops_commands_within_one_period_and_only_a_lifecycle_cycle_rearm
     assert "E-STOP latched" in out and "Traceback" not in out
 
 
-def test_dry_run_publishes_nothing(trained_run: Path, probe: Probe) -> None:
+def test_dry_run_publishes_nothing(exported_run: Path, probe: Probe) -> None:
     sim = start_node("mujoco_sim_node", "mode:=realtime", "seed:=7")
-    node = _policy_node(trained_run, "autostart:=true", "dry_run:=true")
+    node = _policy_node(exported_run, "autostart:=true", "dry_run:=true")
     try:
         probe.reset_sim()
         assert probe.wait(lambda: any(int(d["commands"]) > 10 for _, d in probe.diags), 60)
@@ -249,10 +256,10 @@ def test_dry_run_publishes_nothing(trained_run: Path, probe: Probe) -> None:
 
 
 def test_killing_the_simulator_trips_the_watchdog_and_the_node_holds_and_reports(
-    trained_run: Path, probe: Probe
+    exported_run: Path, probe: Probe
 ) -> None:
     sim = start_node("mujoco_sim_node", "mode:=realtime", "seed:=8")
-    node = _policy_node(trained_run, "autostart:=true", "deploy.state_timeout_s:=0.2")
+    node = _policy_node(exported_run, "autostart:=true", "deploy.state_timeout_s:=0.2")
     try:
         probe.reset_sim()
         assert probe.wait(lambda: len(probe.commands) > 20, 60)
@@ -271,11 +278,11 @@ def test_killing_the_simulator_trips_the_watchdog_and_the_node_holds_and_reports
     assert "Traceback" not in out
 
 
-def test_cli_deploy_dry_run_and_check(trained_run: Path, cli) -> None:
-    proc = cli("deploy", str(trained_run / "policy"), "--check", "--json")
+def test_cli_deploy_dry_run_and_check(exported_run: Path, cli) -> None:
+    proc = cli("deploy", str(exported_run / "policy"), "--check", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["state_joints"] == ["base_yaw", "shoulder", "elbow"]
-    proc = cli("deploy", str(trained_run), "--dry-run", "--duration", "2", "--json")
+    proc = cli("deploy", str(exported_run), "--dry-run", "--duration", "2", "--json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["dry_run"] and out["published"] == 0 and out["ticks"] >= 25 and out["mode"] == "disarmed"

@@ -31,6 +31,7 @@ from embodied_ws.deploy.policy import ExportedPolicy
 from embodied_ws.deploy.safety import SafetyEnvelope
 from embodied_ws.randomization.spec import DRSpec
 from embodied_ws.sim.core import EnvCore, build_robot
+from embodied_ws.sim.robot import load_robot
 
 def state_joints(model: mujoco.MjModel) -> list[int]:
     """Hinge and slide joints: what ``/joint_states`` must carry for the observation (free/ball joints are not)."""
@@ -86,8 +87,9 @@ class ControlCore:
         cfg = target.config
         self.target, self.cfg, self.clock = target, cfg, clock
         self.policy = ExportedPolicy(target.policy_dir)
+        bare = load_robot(cfg.env.robot, need_ee=False)  # actuators first: the task may not even build on it
+        check_actuators(target.meta, bare.actuator_names, bare.name, target.meta_path)
         robot = build_robot(cfg)
-        check_actuators(target.meta, robot.actuator_names, robot.name, target.meta_path)
         try:
             self.env = EnvCore(cfg, DRSpec(enabled=False), 1, 0, robot=robot)
         except ValueError as exc:  # e.g. no reachable target on this robot
