@@ -79,7 +79,8 @@ def test_missing_folder_and_bad_deploy_keys_are_one_line(run: Path, tmp_path: Pa
 
 
 def test_limits_come_from_policy_model_and_limits_file(run: Path, tmp_path: Path) -> None:
-    core = ControlCore(resolve_target(run, ["deploy.limit_margin=0.1", "deploy.max_step=0.05", "deploy.max_velocity=1"]))
+    sets = ["deploy.limit_margin=0.1", "deploy.max_step=0.05", "deploy.max_velocity=1"]
+    core = ControlCore(resolve_target(run, sets))
     meta = json.loads((run / "policy" / "policy.json").read_text())
     lo, hi = np.array(meta["joints"]["lower"]), np.array(meta["joints"]["upper"])
     assert np.allclose(core.limits.lower, lo + 0.1 * (hi - lo)) and np.allclose(core.limits.upper, hi - 0.1 * (hi - lo))

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from conftest import train_cmd
 from deploy_helpers import untrained_run
-from ros_helpers import ROOT, isolate_dds, start_node, stop, wait_until
+from ros_helpers import ROOT, isolate_dds, start_node, stop
 
 from embodied_ws.sim.robot import load_robot
 
@@ -39,7 +39,8 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     proc = subprocess.run(train_cmd(runs, "reach", sets), cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout)
-    print(f"deploy fixture: trained {out['steps']} steps in {time.monotonic() - t:.0f} s, success {out['final_success']}")
+    took = time.monotonic() - t
+    print(f"deploy fixture: trained {out['steps']} steps in {took:.0f} s, success {out['final_success']}")
     return runs / "reach"
 
 

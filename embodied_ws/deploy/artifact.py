@@ -1,4 +1,4 @@
-"""Find what a deployment needs from ``RUN_OR_POLICY_DIR``: the exported policy, the run's config, the deploy settings."""
+"""What a deployment needs from ``RUN_OR_POLICY_DIR``: the exported policy, the run's config, the deploy settings."""
 
 from __future__ import annotations
 

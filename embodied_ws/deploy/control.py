@@ -33,6 +33,7 @@ from embodied_ws.randomization.spec import DRSpec
 from embodied_ws.sim.core import EnvCore, build_robot
 from embodied_ws.sim.robot import load_robot
 
+
 def state_joints(model: mujoco.MjModel) -> list[int]:
     """Hinge and slide joints: what ``/joint_states`` must carry for the observation (free/ball joints are not)."""
     kinds = (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE)
@@ -62,7 +63,7 @@ def check_actuators(meta: dict[str, Any], actuators: list[str], robot: str, wher
 
 
 def check_layout(meta: dict[str, Any], env: EnvCore, cfg: RunConfig, where: str) -> None:
-    """The policy's observation/action layout must be the one this robot and task produce; else one line naming the field.
+    """The policy's observation layout must be what this robot and task produce; else one line naming the field.
 
     :param meta: the policy's ``policy.json``
     :param env: the env core built for the robot being driven
