@@ -44,10 +44,9 @@ def register(add_verb: AddVerb) -> None:
         "Run a trained policy on a robot (or mujoco_sim_node) inside the safety envelope: limits, max change "
         "per tick, velocity limit, NaN/inf rejection, latched e-stop on /embodied/estop, soft start, state and "
         "inference watchdogs. Runs policy_node in this process (no `ros2` CLI needed).",
-        "examples:\n"
-        "  embodied-ws deploy runs/reach1 --dry-run --duration 5\n"
-        "  embodied-ws deploy runs/reach1/policy --set deploy.max_velocity=1.0 --set deploy.soft_start_s=3\n"
-        "  embodied-ws deploy runs/reach1 --check --json     # validate policy, robot and limits only",
+        "example: embodied-ws deploy runs/reach1 --dry-run --duration 5\n"
+        "more:    embodied-ws deploy runs/reach1/policy --set deploy.max_velocity=1.0 --set deploy.soft_start_s=3\n"
+        "         embodied-ws deploy runs/reach1 --check --json     # validate policy, robot and limits only",
     )
     d.add_argument("path", metavar="RUN_OR_POLICY_DIR", help="run folder (runs/NAME) or its policy/ folder")
     d.add_argument("--dry-run", action="store_true", help="compute and log commands, publish nothing")
