@@ -7,6 +7,7 @@ services (lifecycle_msgs), /embodied/estop, and listeners on the command topic a
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -19,19 +20,23 @@ import numpy as np
 import pytest
 from conftest import train_cmd
 from deploy_helpers import untrained_run
-from ros_helpers import ROOT, isolate_dds, start_node, stop
+from ros_helpers import ROOT, start_node, stop
 
 from embodied_ws.sim.robot import load_robot
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
-isolate_dds()
 COMMANDS = "/joint_group_position_controller/commands"
 PERIOD = 1.0 / 25
 
 
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A short arm3 reach run (DR off) that reaches targets; trained once per session."""
+    """A short arm3 reach run (DR off) that reaches targets; trained once per session.
+
+    ``EMBODIED_TEST_DEPLOY_RUN=runs/NAME`` reuses a run trained before (while iterating on the tests).
+    """
+    if os.environ.get("EMBODIED_TEST_DEPLOY_RUN"):
+        return Path(os.environ["EMBODIED_TEST_DEPLOY_RUN"])
     runs = tmp_path_factory.mktemp("deploy_runs")
     sets = ["dr=none", "train.total_timesteps=150000", "train.eval_every=0", "train.final_eval_episodes=64",
             "train.checkpoint_every=0", "train.curriculum_steps=0"]  # fmt: skip
