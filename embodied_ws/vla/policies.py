@@ -81,6 +81,7 @@ def build_policy(v: VLAConfig, ds_meta: Any, device: str, base_dir: Path | None 
     if v.lora and not policy.config.pretrained_path:
         if base_dir is None:
             raise ValueError("a fresh policy needs base_dir to be saved before LoRA wrapping")
+        base_dir = Path(base_dir).resolve()  # adapters refer to their base by this path
         policy.save_pretrained(base_dir)
         policy.config.pretrained_path = str(base_dir)
     pre, post = make_pre_post_processors(policy.config, dataset_stats=ds_meta.stats)
@@ -102,8 +103,22 @@ def lora_overrides(v: VLAConfig) -> dict[str, Any]:
 
 
 def wrap_lora(policy: Any, v: VLAConfig) -> Any:
-    """The policy wrapped with PEFT LoRA through LeRobot's entry point (base frozen, adapters trainable)."""
-    return policy.wrap_with_peft(peft_cli_overrides=lora_overrides(v))
+    """The policy wrapped with PEFT LoRA through LeRobot's entry point (base frozen, adapters trainable).
+
+    With ``load_vlm_weights=False`` (the offline tiny backbone) LeRobot warns that LoRA on a random base
+    is pointless; that is the point of the offline path, so the warning is held back there.
+    """
+    import logging
+
+    if v.load_vlm_weights or v.pretrained:
+        return policy.wrap_with_peft(peft_cli_overrides=lora_overrides(v))
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        return policy.wrap_with_peft(peft_cli_overrides=lora_overrides(v))
+    finally:
+        root.setLevel(level)
 
 
 def trainable_share(model: Any) -> tuple[int, int]:
