@@ -243,6 +243,8 @@ def _validate_vla(cfg: RunConfig) -> None:
         raise ConfigError(f"must be in [0, 1), got {v.lora_dropout}", "vla.lora_dropout")
     if len(v.image_size) != 2 or min(v.image_size) <= 0:
         raise ConfigError(f"must be [height, width], got {v.image_size}", "vla.image_size")
+    if v.policy == "act" and v.lora and not v.pretrained:
+        raise ConfigError("ACT is a baseline trained from scratch: set vla.lora=false", "vla.lora")
 
 
 def to_dict(cfg: RunConfig) -> dict[str, Any]:
