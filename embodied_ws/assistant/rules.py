@@ -27,7 +27,7 @@ from embodied_ws.core.errors import ConfigError
 
 @dataclass(frozen=True)
 class ContextPattern:
-    """A pattern that, found anywhere in the log, adds ``boost`` to its rule's confidence (negative: counter-evidence)."""
+    """A pattern that, found anywhere in the log, adds ``boost`` to its rule's confidence (negative: against it)."""
 
     regex: str
     boost: float = 0.05
