@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from embodied_ws.cli.robot import add_robot_options
 from embodied_ws.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -30,6 +31,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         cfg = load_config(saved, overrides)
     else:
         cfg = load_config(args.config, overrides)
+    cfg.env.robot_args += args.robot_arg
+    cfg.env.package_paths += [str(Path(p).expanduser().resolve()) for p in args.package_path]
     check_setup(cfg)
     summary = train(cfg, args.name, Path(args.runs), resume=args.resume, progress=not args.json)
     brief = {k: summary[k] for k in ("name", "steps", "final_success", "physics_resets", "interrupted")}
@@ -76,7 +79,8 @@ def register(add_verb: AddVerb) -> None:
         "example: embodied-ws train --config reach --name reach1 --set train.total_timesteps=200000",
     )
     t.add_argument("--config", default="reach", help="preset under config/train or a YAML path (default: reach)")
-    t.add_argument("--robot", help="robot name or MJCF path (shortcut for --set env.robot=...)")
+    t.add_argument("--robot", help="robot name, or an MJCF/URDF/xacro path (shortcut for --set env.robot=...)")
+    add_robot_options(t)
     t.add_argument("--task", help="task name (shortcut for --set env.task=...)")
     t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config value; repeatable")
     t.add_argument("--name", default="default", help="run name: folder under --runs (default: default)")

@@ -16,6 +16,7 @@ from embodied_ws.core.errors import EnvLost, UserError
 from embodied_ws.rl import callbacks as cb
 from embodied_ws.rl.checkpoint import latest_checkpoint, load_vecnormalize, read_state, restore_rng
 from embodied_ws.rl.vec import VecTimer, load_core_state, make_vec_env
+from embodied_ws.sim.urdf import save_generated_model
 
 
 def resolve_device(device: str) -> str:
@@ -95,6 +96,7 @@ def train(
         raise UserError("run already exists; pass --resume to continue it or choose another --name", str(run_dir))
     run_dir.mkdir(parents=True, exist_ok=True)
     save_run_config(run_dir, cfg)
+    save_generated_model(run_dir, cfg)
     dr = load_dr(cfg.dr)
     if resolve_device(cfg.ppo.device) == "cpu":
         torch.set_num_threads(1)  # the sim threads own the cores; a 64×64 MLP gains nothing from more
