@@ -19,7 +19,8 @@ Rules (each a function below, all deterministic):
   ``kv = 2 I ω`` (critically damped), ``I`` = the joint-space inertia the joint sees at the home pose
   (``M[d, d]`` from the link inertias, MuJoCo's composite-rigid-body result) and ``ω = 2π · 10 Hz``;
   control range = joint limits, force range = the URDF effort limit. Bodies get gravity compensation,
-  as the drives of a position-controlled arm hold it against gravity.
+  as the drives of a position-controlled arm hold it against gravity. Mimic couplings (and the
+  locks of held joints) are as stiff as the timestep allows (``solref`` time constant 2·timestep).
 - **action scale**: in ``delta`` mode the set-point of joint ``j`` moves at most
   ``v_j · control_dt`` per control step (``v_j`` = its velocity limit, when the model states one).
 - **physics copies**: ``reach`` is free-space motion, so the per-env model copies (the ones domain
@@ -217,6 +218,9 @@ def add_servos(
     for body in spec.bodies:
         if body.name != "world":
             body.gravcomp = 1.0
+    for eq in spec.equalities:  # mimic couplings: as stiff as the timestep allows
+        if eq.type == mujoco.mjtEq.mjEQ_JOINT:
+            eq.solref = [2.0 * float(model.opt.timestep), 1.0]
     spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
 
 
@@ -252,6 +256,7 @@ def hold_joints(spec: mujoco.MjSpec, model: mujoco.MjModel, keep: list[int], qpo
             coef = np.zeros(len(lock.data))  # q = value (polynomial with only a constant term)
             coef[0] = value
             lock.data = coef.tolist()
+            lock.solref = [2.0 * float(model.opt.timestep), 1.0]  # as stiff as the timestep allows
     kept_ctrl = []
     for a in range(model.nu):
         trn = int(model.actuator_trntype[a])

@@ -6,8 +6,9 @@ base, joint limits, effort limits as ``actuatorfrcrange``, mimic joints as joint
 touch what MuJoCo cannot do itself:
 
 - packages: ``$(find pkg)`` and ``package://pkg`` resolve through ``--package-path`` folders (a folder
-  holding ``pkg/package.xml``, or ``pkg/`` itself), ``AMENT_PREFIX_PATH`` (``share/pkg``) and
-  ``ROS_PACKAGE_PATH``, in that order;
+  holding ``pkg/package.xml``, or ``pkg/`` itself), ``AMENT_PREFIX_PATH`` (``share/pkg``),
+  ``ROS_PACKAGE_PATH``, then the description's own package (an enclosing folder with a
+  ``package.xml`` that names ``pkg`` or is named ``pkg``);
 - meshes MuJoCo cannot read (COLLADA ``.dae``, ``.ply`` ...) are converted once with ``trimesh`` into a
   cache (``$EMBODIED_WS_CACHE`` or ``~/.cache/embodied_ws``); a visual mesh that cannot be converted
   is dropped with a note, a collision mesh that cannot be read is an error;
@@ -146,6 +147,9 @@ def expand(
     def lookup(pkg: str) -> str:
         if pkg in known:
             return str(known[pkg])
+        for folder in path.resolve().parents:  # the description sits inside a package folder named pkg
+            if folder.name == pkg and (folder / "package.xml").is_file():
+                return str(folder)
         raise packages.PackageNotFoundError(pkg)
 
     # xacrodoc has no public call to drop its default ament/rospkg look-ups, and ament's fails with an
