@@ -6,13 +6,19 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-stamp
 RUN ?= reach
+# llama-cpp-python build: empty = auto (CUDA when nvidia-smi and nvcc are found), 0 = CPU, 1 = CUDA
+CUDA ?=
 APT_PACKAGES := libegl1 libegl-mesa0 libgl1 libosmesa6 ignition-tools libsdformat-dev
 export MUJOCO_GL ?= egl
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup train test lint bench lock clean
+.PHONY: setup llama train test lint bench lock clean
 
-setup: $(STAMP)
+setup: $(STAMP) llama
+
+# runs on every setup; does nothing when the recorded build (.venv/.llama-build.json) is the one wanted
+llama: $(STAMP)
+	@$(BIN)/python scripts/llama_build.py --venv $(VENV) --cuda "$(CUDA)"
 
 $(STAMP): requirements/base.txt requirements/lock.txt requirements/ros.txt requirements/ros-lock.txt setup.py
 	@if [ -z "$(PYTHON)" ]; then echo "error: Python 3.12 not found (install it or pass PYTHON=/path/to/python3.12)"; exit 2; fi

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import platform
 import shutil
@@ -10,8 +11,9 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
-from embodied_ws.core.gpu import nvidia_smi
+from embodied_ws.core.gpu import gpu_info, nvidia_smi
 
 
 @dataclass
@@ -168,14 +170,77 @@ def check_llama() -> Check:
         "llama_cpp",
         "ok" if gpu or _nvidia_driver() is None else "warn",
         f"llama-cpp-python {llama_cpp.__version__}, GPU offload {'yes' if gpu else 'no (CPU build)'}",
-        "" if gpu else 'for a GPU: CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall llama-cpp-python',
+        "" if gpu else "for a GPU: make setup CUDA=1 (builds llama-cpp-python with GGML_CUDA=on)",
     )
+
+
+def gpu_report() -> dict[str, object]:
+    """Driver, CUDA, compute capability, memory, torch and llama.cpp offload in one record (``--json``: ``gpu``).
+
+    Every field is present; values are None where a piece is missing (no GPU, no torch, no llama_cpp).
+    """
+    info = gpu_info()
+    report: dict[str, object] = {
+        "name": info.name if info else None,
+        "driver": info.driver if info else None,
+        "cuda_driver": info.cuda_driver if info else None,
+        "compute_capability": info.compute_capability if info else None,
+        "memory_total_mb": round(info.memory_total_mb) if info else None,
+        "memory_free_mb": round(info.memory_free_mb) if info else None,
+        "bandwidth_gb_s": info.bandwidth_gb_s if info else None,
+        "torch": None,
+        "cuda_runtime": None,
+        "torch_cuda_available": None,
+        "torch_arch_supported": None,
+        "llama_cpp": None,
+        "llama_offload": None,
+        "llama_build": None,
+    }
+    if _has("torch"):
+        import torch
+
+        report["torch"] = torch.__version__
+        report["cuda_runtime"] = torch.version.cuda
+        report["torch_cuda_available"] = bool(torch.cuda.is_available())
+        if torch.cuda.is_available():
+            cap = torch.cuda.get_device_capability(0)
+            report["torch_arch_supported"] = f"sm_{cap[0]}{cap[1]}" in torch.cuda.get_arch_list()
+    if _has("llama_cpp"):
+        import llama_cpp
+
+        report["llama_cpp"] = llama_cpp.__version__
+        report["llama_offload"] = bool(llama_cpp.llama_supports_gpu_offload())
+    stamp = Path(sys.prefix) / ".llama-build.json"
+    if stamp.is_file():
+        try:
+            report["llama_build"] = json.loads(stamp.read_text()).get("variant")
+        except ValueError:
+            report["llama_build"] = "unreadable stamp"
+    return report
+
+
+def check_gpu() -> Check:
+    """One line on the GPU stack; the full record is :func:`gpu_report`."""
+    r = gpu_report()
+    if r["name"] is None:
+        return Check("gpu", "ok", "no NVIDIA GPU: PPO, VLA and the assistant run on the CPU")
+    detail = (
+        f"{r['name']} (sm {r['compute_capability']}, {r['memory_free_mb']}/{r['memory_total_mb']} MiB free), "
+        f"driver {r['driver']} (CUDA ≤ {r['cuda_driver']}), torch CUDA {r['cuda_runtime']}, "
+        f"llama.cpp offload {'yes' if r['llama_offload'] else 'no'}"
+    )
+    if r["cuda_runtime"] and r["torch_cuda_available"] is False:
+        return Check("gpu", "fail", detail, "the driver is older than torch's CUDA runtime: upgrade the driver")
+    if r["llama_offload"] is False:
+        return Check("gpu", "warn", detail, "rebuild llama-cpp-python with CUDA: make setup CUDA=1")
+    return Check("gpu", "ok", detail)
 
 
 CHECKS: list[Callable[[], Check]] = [
     check_python,
     check_ros,
     check_torch,
+    check_gpu,
     check_mujoco_gl,
     check_glibc,
     check_video,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from embodied_ws.core.errors import UserError
-from embodied_ws.core.gpu import nvidia_smi
+from embodied_ws.core.gpu import gpu_info
 
 OVERHEAD = 1.2
 GIB = 1024**3
@@ -136,13 +136,11 @@ def shape_from_gguf(path: Path) -> ModelShape:
 
 
 def free_vram_bytes() -> float:
-    """Free memory of the first GPU (nvidia-smi, else torch), or 0 without a GPU."""
-    free_mib = nvidia_smi("memory.free")
-    if free_mib is not None:
-        try:
-            return float(free_mib) * 2**20
-        except ValueError:
-            pass
+    """Free memory of the first GPU as the driver reports it (NVML, else nvidia-smi), else torch's
+    view, or 0 without a GPU."""
+    info = gpu_info()
+    if info is not None:
+        return info.memory_free_mb * 2**20
     try:
         import torch
 

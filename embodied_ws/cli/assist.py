@@ -16,12 +16,13 @@ if TYPE_CHECKING:
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
     if args.env:
-        from embodied_ws.assistant.env_doctor import run_checks
+        from embodied_ws.assistant.env_doctor import gpu_report, run_checks
 
         checks = run_checks()
         if args.json:
-            print(json.dumps({"checks": [c.to_dict() for c in checks]}))
+            print(json.dumps({"checks": [c.to_dict() for c in checks], "gpu": gpu_report()}))
         else:
+            _print_gpu_table(gpu_report())
             for c in checks:
                 print(
                     f"[{c.status:4}] {c.name}: {c.detail}"
@@ -34,6 +35,16 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
     rules = [Path(r) for r in args.rules or []]
     return run(args.log, args.json, args.llm, Path(args.model) if args.model else None, rules)
+
+
+def _print_gpu_table(report: dict[str, object]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="GPU stack", show_header=False)
+    for key, value in report.items():
+        table.add_row(key, "-" if value is None else str(value))
+    Console().print(table)
 
 
 def _cmd_assistant(args: argparse.Namespace) -> int:

@@ -13,16 +13,17 @@ from embodied_ws.config.loader import load_dr, to_dict
 from embodied_ws.config.schema import RunConfig
 from embodied_ws.core.atomic import write_bytes_atomic
 from embodied_ws.core.errors import EnvLost, UserError
+from embodied_ws.core.gpu import choose_torch_device
 from embodied_ws.rl import callbacks as cb
 from embodied_ws.rl.checkpoint import latest_checkpoint, load_vecnormalize, read_state, restore_rng
 from embodied_ws.rl.vec import VecTimer, load_core_state, make_vec_env
 from embodied_ws.sim.urdf import save_generated_model
 
 
-def resolve_device(device: str) -> str:
-    """``auto`` → CPU: for the small MLP policies of state-based PPO the CPU is faster than a GPU
-    (SB3's own advice); set ``ppo.device=cuda`` for large networks or image policies."""
-    return "cpu" if device == "auto" else device
+def resolve_device(device: str, image_policy: bool = False) -> str:
+    """``ppo.device`` → a torch device (see :func:`embodied_ws.core.gpu.choose_torch_device`: ``auto`` keeps
+    MLP policies on the CPU and puts image policies on CUDA when there is a GPU)."""
+    return choose_torch_device(device, image_policy)
 
 
 def ppo_kwargs(cfg: RunConfig) -> dict[str, Any]:
@@ -45,7 +46,7 @@ def ppo_kwargs(cfg: RunConfig) -> dict[str, Any]:
         "vf_coef": p.vf_coef,
         "max_grad_norm": p.max_grad_norm,
         "policy_kwargs": {"net_arch": list(p.net_arch), "log_std_init": p.log_std_init},
-        "device": resolve_device(p.device),
+        "device": resolve_device(p.device, cfg.env.camera_obs),
         "seed": cfg.train.seed,
         "verbose": 0,
     }
@@ -98,7 +99,7 @@ def train(
     save_run_config(run_dir, cfg)
     save_generated_model(run_dir, cfg)
     dr = load_dr(cfg.dr)
-    if resolve_device(cfg.ppo.device) == "cpu":
+    if resolve_device(cfg.ppo.device, cfg.env.camera_obs) == "cpu":
         torch.set_num_threads(1)  # the sim threads own the cores; a 64×64 MLP gains nothing from more
 
     venv, timer = make_training_env(cfg, dr)
@@ -114,7 +115,7 @@ def train(
         state = read_state(ckpt)
         print(f"resuming from step {state['num_timesteps']} ({ckpt.name})", file=sys.stderr)
         venv = load_vecnormalize(ckpt, venv.venv if hasattr(venv, "obs_rms") else venv)
-        model = PPO.load(ckpt / "model.zip", env=venv, device=resolve_device(cfg.ppo.device))
+        model = PPO.load(ckpt / "model.zip", env=venv, device=resolve_device(cfg.ppo.device, cfg.env.camera_obs))
         load_core_state(venv, state["env"])
         restore_rng(ckpt)
     else:
