@@ -16,9 +16,7 @@ def add_robot_options(p: argparse.ArgumentParser) -> None:
 
     :param p: the verb's parser
     """
-    p.add_argument(
-        "--robot-arg", action="append", default=[], metavar="NAME:=VALUE", help="xacro argument; repeatable"
-    )
+    p.add_argument("--robot-arg", action="append", default=[], metavar="NAME:=VALUE", help="xacro argument; repeatable")
     p.add_argument(
         "--package-path",
         action="append",
@@ -62,7 +60,10 @@ def describe(robot: Any) -> dict[str, Any]:
     ]
     name = lambda obj, i: mujoco.mj_id2name(m, obj, i)  # noqa: E731
     mimic = [
-        {"follower": name(mujoco.mjtObj.mjOBJ_JOINT, m.eq_obj1id[e]), "leader": name(mujoco.mjtObj.mjOBJ_JOINT, m.eq_obj2id[e])}
+        {
+            "follower": name(mujoco.mjtObj.mjOBJ_JOINT, m.eq_obj1id[e]),
+            "leader": name(mujoco.mjtObj.mjOBJ_JOINT, m.eq_obj2id[e]),
+        }
         for e in range(m.neq)
         if m.eq_type[e] == mujoco.mjtEq.mjEQ_JOINT and m.eq_obj2id[e] >= 0
     ]
@@ -138,7 +139,10 @@ def _cmd_robot(args: argparse.Namespace) -> int:
     print(f"robot: {info['robot']} ({info['path']}), {info['dof']} commanded joints")
     print("joints (range, velocity limit):")
     for j in info["joints"]:
-        print(f"  {j['name']}: [{j['range'][0]}, {j['range'][1]}]" + (f", {j['velocity_limit']}/s" if j["velocity_limit"] else ""))
+        print(
+            f"  {j['name']}: [{j['range'][0]}, {j['range'][1]}]"
+            + (f", {j['velocity_limit']}/s" if j["velocity_limit"] else "")
+        )
     print("actuators (position servos):")
     for a in info["actuators"]:
         print(f"  {a['name']}: kp={a['kp']} kv={a['kv']} ctrl={a['ctrlrange']} force={a['forcerange']}")

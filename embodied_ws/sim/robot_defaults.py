@@ -170,7 +170,7 @@ def home_pose(model: mujoco.MjModel, arm: list[int], ee: str, samples: int = 512
 
 
 def rest_pose(model: mujoco.MjModel) -> np.ndarray:
-    """The model's rest configuration: ``qpos0`` with every limited joint moved into its range (the value closest to 0)."""
+    """The rest configuration: ``qpos0`` with every limited joint moved into its range (nearest 0)."""
     q = model.qpos0.copy()
     for j in range(model.njnt):
         if int(model.jnt_type[j]) in MOVABLE and model.jnt_limited[j]:

@@ -20,6 +20,7 @@ training simulates; ``embodied-ws train`` copies it into the run folder.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -191,10 +192,8 @@ def _read_control(dom: minidom.Document, desc: Description) -> None:
         for limit in joint.getElementsByTagName("limit"):
             vel = limit.getAttribute("velocity")
             if vel and joint.getAttribute("name"):
-                try:
+                with contextlib.suppress(ValueError):  # a xacro expression left unevaluated: no limit
                     desc.velocity[joint.getAttribute("name")] = float(vel)
-                except ValueError:
-                    pass
 
 
 def _fix_meshes(dom: minidom.Document, source: Path, desc: Description) -> None:
