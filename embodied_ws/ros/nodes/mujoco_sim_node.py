@@ -52,7 +52,8 @@ class MujocoSimNode(Node):
         overrides = declare_node_parameters(self, PARAMETERS)
         cfg = load_config(self.get_parameter("config").value, overrides)
         self.mode = choice(self, "mode", ("lockstep", "realtime"))
-        self.core = EnvCore(cfg, load_dr(cfg.dr), 1, int(self.get_parameter("seed").value))
+        camera = bool(self.get_parameter("publish_camera").value)  # a rendering env keeps the full model
+        self.core = EnvCore(cfg, load_dr(cfg.dr), 1, int(self.get_parameter("seed").value), visual=camera)
         self.model = self.core.models[0]
         self.data = mujoco.MjData(self.model)
         self.joints = published_joints(self.model)
