@@ -8,11 +8,11 @@ STAMP := $(VENV)/.setup-stamp
 RUN ?= reach
 # llama-cpp-python build: empty = auto (CUDA when nvidia-smi and nvcc are found), 0 = CPU, 1 = CUDA
 CUDA ?=
-APT_PACKAGES := libegl1 libegl-mesa0 libgl1 libosmesa6 ignition-tools libsdformat-dev
+APT_PACKAGES := libegl1 libegl-mesa0 libgl1 libosmesa6 ignition-tools libsdformat-dev ffmpeg
 export MUJOCO_GL ?= egl
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup llama train test lint bench lock clean
+.PHONY: setup llama train test lint bench lock clean print-apt-packages
 
 setup: $(STAMP) llama
 
@@ -51,6 +51,9 @@ bench: setup
 lock: setup
 	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^ros-' > requirements/lock.txt
 	$(BIN)/python -m pip freeze --exclude-editable | grep '^ros-' > requirements/ros-lock.txt
+
+print-apt-packages:  # for docker/Dockerfile's runtime stage
+	@echo $(APT_PACKAGES)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -13,6 +13,12 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the project's markers (select with ``-m "not slow"``, ``-m ros``)."""
+    config.addinivalue_line("markers", "slow: takes more than ~10 s")
+    config.addinivalue_line("markers", "ros: starts real ROS 2 nodes in separate processes")
+
+
 @pytest.fixture(scope="session")
 def reacher_xml() -> str:
     """Gymnasium's own reacher.xml: a model we did not write."""

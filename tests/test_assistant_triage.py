@@ -105,7 +105,7 @@ def test_line_numbers_survive_chunk_boundaries_and_ansi() -> None:
     import io
 
     t = triage_chunks(_chunks_of(io.BytesIO(data), "x.log", size=4096))
-    (f,) = t.findings()
+    (f,) = t.findings(alternatives=0)  # the rule finding alone (no similarity alternatives)
     assert f.rule.id == "cuda.oom" and f.evidence[0].line == 3334
     assert f.evidence[0].text.startswith("RuntimeError") and "\x1b" not in f.evidence[0].text
     assert strip_ansi(b"\x1b[1;31mred\x1b[0m") == b"red"
@@ -115,7 +115,7 @@ def test_folder_source_reads_every_log(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "launch.log").write_text("[WARN] requesting incompatible QoS. No messages will be sent to it.\n")
     (tmp_path / "b.log").write_text("RuntimeError: CUDA out of memory.\n")
-    ids = {f.rule.id for f in triage_chunks(read_chunks(str(tmp_path))).findings()}
+    ids = {f.rule.id for f in triage_chunks(read_chunks(str(tmp_path))).findings(alternatives=0)}
     assert ids == {"ros.qos-incompatible", "cuda.oom"}
 
 

@@ -89,3 +89,70 @@ def test_tiny_gguf_streams_tokens_into_the_chat(tiny_model: Path) -> None:
             assert app.turns[0].text
 
     asyncio.run(run())
+
+
+def test_second_stage_cards_look_different_and_say_so(tmp_path: Path) -> None:
+    async def run() -> None:
+        app = AssistantApp(None, model=tmp_path / "missing.gguf")
+        async with app.run_test(size=(160, 50)) as pilot:
+            app.query_one("#ask").focus()
+            app.query_one(
+                "#ask"
+            ).value = "/paste [ERROR] [1.0] [x]: camera device /dev/video3 is busy, process has died"
+            await pilot.press("enter")
+            await _settle(pilot, lambda: len(app.query(FindingCard)) > 0)
+            card = app.query(FindingCard).first()
+            assert card.finding.stage == "similarity" and card.has_class("similar")
+            assert "similar to known cases" in str(card.query(".card-title").first().render())
+
+    asyncio.run(run())
+
+
+def test_following_a_command_while_pasting_keeps_both(tmp_path: Path) -> None:
+    script = tmp_path / "emit.sh"
+    script.write_text(
+        'for i in $(seq 1 60); do echo "[INFO] [1.$i] [n]: line $i"; sleep 0.01; done\n'
+        'echo "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"\n'
+    )
+
+    async def run() -> None:
+        app = AssistantApp(None, model=tmp_path / "missing.gguf", follow=["bash", str(script)])
+        async with app.run_test(size=(160, 50)) as pilot:
+            app.query_one("#ask").focus()
+            app.query_one("#ask").value = "/paste AttributeError: _ARRAY_API not found"
+            await pilot.press("enter")
+            ids = lambda: {c.finding.rule.id for c in app.query(FindingCard)}  # noqa: E731
+            await _settle(pilot, lambda: {"cuda.oom", "python.numpy-version"} <= ids(), timeout=60)
+            assert len(app.query_one(LogView).raw_lines) >= 62
+
+    asyncio.run(run())
+
+
+def test_a_failing_worker_becomes_a_notification_and_the_app_keeps_running(tmp_path: Path) -> None:
+    async def run() -> None:
+        app = AssistantApp(None, model=tmp_path / "missing.gguf")
+        async with app.run_test(size=(160, 50)) as pilot:
+            app.follow_cmd([])  # nothing to run: Popen raises IndexError inside the worker
+            await _settle(pilot, lambda: any("IndexError" in n.message for n in app._notifications))
+            app.load_source(str(tmp_path / "missing.log"))  # a one-line user error
+            await _settle(pilot, lambda: len(app._notifications) >= 2)
+            app.query_one("#ask").focus()
+            app.query_one("#ask").value = "/paste RuntimeError: CUDA out of memory."
+            await pilot.press("enter")
+            await _settle(pilot, lambda: len(app.query(FindingCard)) > 0)  # still alive and working
+            assert any("log file not found" in n.message for n in app._notifications)
+
+    asyncio.run(run())
+
+
+def test_a_new_source_cancels_the_followed_command(tmp_path: Path) -> None:
+    async def run() -> None:
+        app = AssistantApp(None, model=tmp_path / "missing.gguf", follow=["sleep", "30"])
+        async with app.run_test(size=(160, 50)) as pilot:
+            await pilot.pause(0.5)
+            first = [w for w in app.workers if w.group == "source"]
+            app.load_source(str(LOGS / "cuda.oom.log"))
+            await _settle(pilot, lambda: len(app.query(FindingCard)) > 0)
+            await _settle(pilot, lambda: all(w.is_finished for w in first), timeout=10)
+
+    asyncio.run(run())

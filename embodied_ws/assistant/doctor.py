@@ -55,15 +55,20 @@ def explain_with_llm(findings: list[Finding], tail: list[str], model: Path, ques
     }
 
 
-def render_text(findings: list[Finding], llm: dict[str, Any] | None) -> str:
-    """Human-readable report."""
+NO_ERROR_LINE = "No error line in this log (nothing failed that the log shows)."
+
+
+def render_text(findings: list[Finding], llm: dict[str, Any] | None, has_errors: bool = True) -> str:
+    """Human-readable report: rule findings, then the similarity stage's (marked as such)."""
     if not findings:
-        out = ["No known failure pattern found. Try `--llm` for the local model's reading of the log."]
+        out = [NO_ERROR_LINE if not has_errors else "No known failure pattern found. Try `--llm`."]
     else:
         out = []
         for i, f in enumerate(findings, 1):
             r = f.rule
-            out.append(f"{i}. [{r.id}] {r.title}  (confidence {f.confidence:.0%}, {f.count} match(es))")
+            how = f"{f.count} match(es)" if f.stage == "rule" else f"similar to known cases; {f.count} error line(s)"
+            mark = "" if f.stage == "rule" else "~ "
+            out.append(f"{i}. {mark}[{r.id}] {r.title}  (confidence {f.confidence:.0%}, {how})")
             out.append(f"   cause: {r.cause}")
             out += [f"   line {e.line}: {e.text.strip()[:200]}" for e in f.evidence[:3]]
             out += [f"   fix: {x}" for x in r.fix]
@@ -86,7 +91,11 @@ def run(source: str, as_json: bool, use_llm: bool, model: Path | None, rule_file
 
         llm = explain_with_llm(findings, tail, model or default_model_path())
     if as_json:
-        print(json.dumps({"findings": [f.to_dict() for f in findings], "llm": llm, "lines": t.lines}))
+        out = {"findings": [f.to_dict() for f in findings], "llm": llm, "lines": t.lines}
+        out |= {"error_lines": t.errors.n_error, "warning_lines": t.errors.n_warn}
+        if not findings:
+            out["message"] = NO_ERROR_LINE
+        print(json.dumps(out))
     else:
-        print(render_text(findings, llm))
+        print(render_text(findings, llm, t.has_error_lines))
     return 0

@@ -1,8 +1,10 @@
 """Triage rules as data (YAML in ``assistant/rules/``): patterns, cause, fix steps, verify commands, links.
 
-A rule fires when one of its ``patterns`` matches a log line; ``context`` patterns found anywhere in
-the same log raise its confidence (e.g. a Noetic path next to a missing ament_cmake). Patterns are
-written in the common subset of RE2 and Python ``re`` syntax (a test compiles every one with both).
+A rule fires when one of its ``patterns`` matches a log line (a taxonomy id with ``patterns: []`` is
+known to the second, similarity stage only, e.g. the ``benign.*`` ids of harmless warnings); ``context``
+patterns found anywhere in the same log raise its confidence (e.g. a Noetic path next to a missing
+ament_cmake). Patterns are written in the common subset of RE2 and Python ``re`` syntax (a test
+compiles every one with both).
 """
 
 from __future__ import annotations

@@ -90,10 +90,17 @@ def follow_command(argv: list[str]) -> Iterator[str]:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
     except OSError as exc:
         raise UserError(f"cannot run command: {exc.strerror}", argv[0]) from None
-    assert proc.stdout is not None
-    for raw in iter(proc.stdout.readline, b""):
-        yield strip_ansi(raw).decode("utf-8", "replace").rstrip("\n")
-    proc.wait()
+    if proc.stdout is None:  # cannot happen with stdout=PIPE; keeps the type checker honest
+        raise UserError("command has no output pipe", argv[0])
+    try:
+        for raw in iter(proc.stdout.readline, b""):
+            yield strip_ansi(raw).decode("utf-8", "replace").rstrip("\n")
+        proc.wait()
+    finally:  # the consumer stopped early (a cancelled TUI worker): do not leave the command running
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
 
 
 def lines_of(chunk: Chunk) -> Iterator[tuple[int, str]]:

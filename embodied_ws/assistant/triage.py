@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from embodied_ws.assistant.error_lines import ErrorLineCollector, document
 from embodied_ws.assistant.rules import Rule, RuleSet, builtin_rules
 from embodied_ws.assistant.sources import Chunk
 
@@ -30,12 +31,17 @@ class Evidence:
 
 @dataclass
 class Finding:
-    """A rule that fired, with its confidence and evidence lines."""
+    """A taxonomy id with its confidence and evidence lines.
+
+    ``stage`` is ``rule`` when a rule's pattern fired, ``similarity`` when the second stage ranked the
+    id from the log's error lines (lower confidence; ``count`` is then the number of error lines read).
+    """
 
     rule: Rule
     confidence: float
     count: int
     evidence: list[Evidence] = field(default_factory=list)
+    stage: str = "rule"
 
     def to_dict(self) -> dict[str, Any]:
         """The ``doctor --json`` form."""
@@ -48,6 +54,7 @@ class Finding:
             "verify": list(r.verify),
             "links": list(r.links),
             "confidence": round(self.confidence, 3),
+            "stage": self.stage,
             "count": self.count,
             "evidence": [{"line": e.line, "text": e.text[:500], "source": e.source} for e in self.evidence],
         }
@@ -98,12 +105,14 @@ class Triage:
         self._context: dict[str, dict[int, float]] = {}
         self.lines = 0
         self.bytes = 0
+        self.errors = ErrorLineCollector()
 
     def feed(self, chunk: Chunk) -> None:
         """Scan one chunk of whole lines."""
         data = chunk.data
         self.lines += data.count(b"\n")
         self.bytes += len(data)
+        self.errors.feed(data, chunk.first_line)
         for i in self.matcher.hits(data):
             rule, kind, boost = self.matcher.index[i]
             if kind == "context":
@@ -130,8 +139,12 @@ class Triage:
         data = text.encode("utf-8", "replace")
         self.feed(Chunk(source, 1, data if data.endswith(b"\n") else data + b"\n"))
 
-    def findings(self) -> list[Finding]:
-        """Findings, most likely first (confidence, then the earliest evidence)."""
+    def findings(self, alternatives: int = 3) -> list[Finding]:
+        """Rule findings, most likely first (confidence, then the earliest evidence), then the second stage's.
+
+        :param alternatives: fill the list up to this many entries with similarity-stage findings (ids the
+            rules did not find); when no rule fires and the log has error lines, there is always at least one
+        """
         out = []
         for rule_id, count in self._count.items():
             rule = self.matcher.rules.by_id(rule_id)
@@ -139,8 +152,37 @@ class Triage:
             conf = rule.confidence + 0.02 * (distinct - 1) + sum(self._context.get(rule_id, {}).values())
             ev = sorted(self._evidence.get(rule_id, []), key=lambda e: (e.source, e.line))
             out.append(Finding(rule, min(conf, 0.99), count, ev))
-        out.sort(key=lambda f: (-f.confidence, f.evidence[0].line if f.evidence else 0))
-        return out
+        # harmless-noise ids explain a log only when nothing in it failed
+        noise_last = self.has_error_lines
+        out.sort(
+            key=lambda f: (
+                noise_last and f.rule.category == "benign",
+                -f.confidence,
+                f.evidence[0].line if f.evidence else 0,
+            )
+        )
+        return out + self.similar(max(alternatives - len(out), 0), exclude={f.rule.id for f in out})
+
+    def similar(self, k: int, exclude: set[str] | None = None) -> list[Finding]:
+        """The second stage: up to ``k`` taxonomy ids ranked by similarity to the log's error lines."""
+        lines = self.errors.lines()
+        if k <= 0 or not lines:
+            return []
+        from embodied_ws.assistant.similarity import default_ranker
+
+        known = set(self.matcher.rules.ids())
+        ranked = [c for c in default_ranker().rank(document(lines), k + len(exclude or ())) if c.id in known]
+        ranked = [c for c in ranked if c.id not in (exclude or set())][:k]
+        evidence = [Evidence(ln.line, ln.text, "") for ln in lines[-MAX_EVIDENCE:]]
+        return [
+            Finding(self.matcher.rules.by_id(c.id), c.confidence, len(lines), evidence, stage="similarity")
+            for c in ranked
+        ]
+
+    @property
+    def has_error_lines(self) -> bool:
+        """Whether the log holds any error line (warnings do not count)."""
+        return self.errors.has_errors
 
 
 def triage_chunks(chunks: Iterable[Chunk], rules: RuleSet | None = None) -> Triage:

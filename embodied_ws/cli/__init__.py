@@ -20,6 +20,10 @@ VERB_MODULES: tuple[str, ...] = (
     "training",
     "robot",
     "assist",
+    "scale",
+    "sysid",
+    "data",
+    "vla",
 )
 
 AddVerb = Callable[[str, Callable[[argparse.Namespace], int], str, str], argparse.ArgumentParser]

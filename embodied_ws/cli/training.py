@@ -23,6 +23,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         overrides.append(f"env.robot={args.robot}")
     if args.task:
         overrides.append(f"env.task={args.task}")
+    if args.ray_address:
+        overrides.append(f"train.ray.address={args.ray_address}")
     run_dir = Path(args.runs) / args.name
     if args.resume:
         saved = run_dir / "config.yaml"
@@ -56,6 +58,13 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
     run = Path(args.run)
     run_dir = run if run.is_dir() else Path(args.runs) / args.run
+    if args.plant:  # on an in-process stand-in robot (sysid)
+        from embodied_ws.randomization.plant import load_plant
+        from embodied_ws.sysid.gap import evaluate_on_plant
+
+        metrics = evaluate_on_plant(run_dir, load_plant(args.plant), args.episodes)
+        print(json.dumps(metrics) if args.json else "\n".join(f"{k}: {v}" for k, v in metrics.items()))
+        return 0
     metrics = evaluate_run(run_dir, args.episodes, video=not args.no_video, progress=not args.json)
     print(json.dumps(metrics) if args.json else "\n".join(f"{k}: {v}" for k, v in metrics.items()))
     return 0
@@ -86,16 +95,19 @@ def register(add_verb: AddVerb) -> None:
     t.add_argument("--name", default="default", help="run name: folder under --runs (default: default)")
     t.add_argument("--runs", default="runs", help="runs folder (default: runs)")
     t.add_argument("--resume", action="store_true", help="continue the run from its latest checkpoint")
+    t.add_argument("--ray-address", help="Ray cluster for train.vec_env=ray (default: start a local one)")
 
     e = add_verb(
         "eval",
         _cmd_eval,
         "Evaluate a run's exported policy; writes eval/metrics.json and eval/rollout.mp4.",
-        "example: embodied-ws eval reach1 --episodes 20",
+        "example: embodied-ws eval reach1 --episodes 20\n"
+        "         embodied-ws eval reach1 --plant tests/fixtures/plants/hidden.yaml",
     )
     e.add_argument("run", help="run name under --runs, or a run folder")
     e.add_argument("--runs", default="runs")
     e.add_argument("--episodes", type=int, default=20)
     e.add_argument("--no-video", action="store_true", help="skip the mp4")
+    e.add_argument("--plant", help="evaluate on a stand-in robot with this plant YAML (no video)")
 
     add_verb("robots", _cmd_robots, "List the registered robots and tasks.", "example: embodied-ws robots --json")

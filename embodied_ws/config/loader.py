@@ -171,6 +171,8 @@ _POSITIVE = {
     "ppo.n_epochs": lambda c: c.ppo.n_epochs,
     "ppo.learning_rate": lambda c: c.ppo.learning_rate,
     "task.success_threshold": lambda c: c.task.success_threshold,
+    "train.ray.actors": lambda c: c.train.ray.actors,
+    "train.ray.cpus_per_actor": lambda c: c.train.ray.cpus_per_actor,
 }
 
 
@@ -201,6 +203,7 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(f"must be in (0, 1], got {cfg.ppo.gamma}", "ppo.gamma")
     if cfg.train.target_success is not None and not 0.0 <= cfg.train.target_success <= 1.0:
         raise ConfigError(f"must be in [0, 1], got {cfg.train.target_success}", "train.target_success")
+    _validate_vla(cfg)
     for key in ("image_size", "render_size"):
         size = getattr(cfg.env, key)
         if len(size) != 2 or min(size) <= 0:
@@ -215,6 +218,21 @@ def validate(cfg: RunConfig) -> None:
     ):
         if getattr(cfg.train, key) < 0:
             raise ConfigError(f"must be >= 0, got {getattr(cfg.train, key)}", f"train.{key}")
+
+
+def _validate_vla(cfg: RunConfig) -> None:
+    v = cfg.vla
+    if v.policy not in ("smolvla", "pi0", "act"):
+        raise ConfigError(f"must be smolvla, pi0 or act, got {v.policy!r}", "vla.policy")
+    for key in ("lora_rank", "lora_alpha", "steps", "batch_size", "chunk_size", "n_action_steps", "learning_rate"):
+        if getattr(v, key) <= 0:
+            raise ConfigError(f"must be > 0, got {getattr(v, key)}", f"vla.{key}")
+    if v.n_action_steps > v.chunk_size:
+        raise ConfigError(f"must be <= vla.chunk_size ({v.chunk_size}), got {v.n_action_steps}", "vla.n_action_steps")
+    if not 0.0 <= v.lora_dropout < 1.0:
+        raise ConfigError(f"must be in [0, 1), got {v.lora_dropout}", "vla.lora_dropout")
+    if len(v.image_size) != 2 or min(v.image_size) <= 0:
+        raise ConfigError(f"must be [height, width], got {v.image_size}", "vla.image_size")
 
 
 def to_dict(cfg: RunConfig) -> dict[str, Any]:

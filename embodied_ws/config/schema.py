@@ -94,6 +94,22 @@ class PPOConfig:
 
 
 @dataclass
+class RayConfig:
+    """The Ray backend (``train.vec_env: ray``): where the sampler actors run and how big they are.
+
+    :param address: Ray cluster to join (``auto``, ``host:6379``, ``ray://host:10001``); empty starts a
+        local cluster on this machine (also set by ``embodied-ws train --ray-address``)
+    :param actors: sampler actors; ``train.n_envs`` is split evenly over them (each steps its batch at once)
+    :param cpus_per_actor: CPUs each actor declares to Ray (its MuJoCo rollout threads), so actors land on
+        nodes that offer CPUs (samplers) and not on a learner node started with ``--num-cpus=0``
+    """
+
+    address: str = ""
+    actors: int = 2
+    cpus_per_actor: float = 1.0
+
+
+@dataclass
 class TrainConfig:
     """Training loop settings.
 
@@ -109,6 +125,7 @@ class TrainConfig:
     :param target_success: stop early once two evaluations in a row reach this success rate (None: never)
     :param final_eval_episodes: episodes of the final evaluation reported in the run summary
     :param curriculum_steps: env steps over which DR ranges widen from 0 to full (0: full from the start)
+    :param ray: the Ray backend's cluster and actors (used with ``vec_env: ray``)
     """
 
     total_timesteps: int = 300_000
@@ -123,6 +140,7 @@ class TrainConfig:
     target_success: float | None = 0.95
     final_eval_episodes: int = 256
     curriculum_steps: int = 0
+    ray: RayConfig = field(default_factory=RayConfig)
 
 
 @dataclass
@@ -152,8 +170,66 @@ class RosConfig:
 
 
 @dataclass
+class VLAConfig:
+    """VLA fine-tuning (``embodied-ws finetune``): a LeRobot policy, optionally wrapped with PEFT LoRA.
+
+    :param policy: ``smolvla`` (default), ``pi0`` or ``act`` (a non-VLA baseline, trained in full)
+    :param pretrained: policy to start from: a hub id (``lerobot/smolvla_base``) or a local folder;
+        empty: a fresh policy whose backbone comes from ``vlm_model_name``
+    :param vlm_model_name: SmolVLA backbone (hub id or a local folder with config + processor files)
+    :param load_vlm_weights: load the backbone's weights (False: random init, for offline tests)
+    :param lora: wrap with PEFT LoRA (only adapters train); False: full fine-tune
+    :param lora_rank: LoRA rank ``r``
+    :param lora_alpha: LoRA scaling ``alpha``
+    :param lora_dropout: dropout on the LoRA path
+    :param target_modules: regex or comma-separated names of the wrapped modules (empty: LeRobot's default
+        for the policy)
+    :param load_in_4bit: quantize the frozen base to 4 bit (needs CUDA and bitsandbytes)
+    :param steps: optimizer steps
+    :param batch_size: samples per step
+    :param learning_rate: AdamW learning rate
+    :param chunk_size: actions predicted per inference (the action chunk)
+    :param n_action_steps: actions of each chunk executed before re-planning
+    :param image_size: [height, width] the policy resizes camera images to (with padding)
+    :param checkpoint_every: steps between checkpoints (0: only at the end)
+    :param eval_episodes: sim episodes of the final evaluation (0: none)
+    :param device: ``auto`` (CUDA when available), ``cpu`` or ``cuda``
+    :param num_workers: DataLoader worker processes
+    :param seed: seed of sampling and initialisation
+    :param max_idle_ratio: pre-flight: largest share of idle frames per episode
+    :param max_tracking_error: pre-flight: largest RMS joint error (rad) when replaying a demonstration
+    :param memory_margin: refuse to start when the estimate exceeds this fraction of free memory
+    """
+
+    policy: str = "smolvla"
+    pretrained: str = ""
+    vlm_model_name: str = "HuggingFaceTB/SmolVLM2-500M-Video-Instruct"
+    load_vlm_weights: bool = True
+    lora: bool = True
+    lora_rank: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
+    target_modules: str = ""
+    load_in_4bit: bool = False
+    steps: int = 2000
+    batch_size: int = 8
+    learning_rate: float = 1e-4
+    chunk_size: int = 50
+    n_action_steps: int = 10
+    image_size: list[int] = field(default_factory=lambda: [512, 512])
+    checkpoint_every: int = 500
+    eval_episodes: int = 10
+    device: str = "auto"
+    num_workers: int = 0
+    seed: int = 0
+    max_idle_ratio: float = 0.3
+    max_tracking_error: float = 0.1
+    memory_margin: float = 0.9
+
+
+@dataclass
 class RunConfig:
-    """A whole run: env, task, DR (a file under ``config/dr`` or an inline mapping), PPO and training."""
+    """A whole run: env, task, DR (a file under ``config/dr`` or an inline mapping), PPO, training and VLA."""
 
     env: EnvConfig = field(default_factory=EnvConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
@@ -161,3 +237,4 @@ class RunConfig:
     ppo: PPOConfig = field(default_factory=PPOConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     ros: RosConfig = field(default_factory=RosConfig)
+    vla: VLAConfig = field(default_factory=VLAConfig)

@@ -88,7 +88,6 @@ class RobotEnv(CoreHooks, gym.Env):
             self.observation_space = gym.spaces.Dict({"state": state_space, "image": image})
         else:
             self.observation_space = state_space
-        self._target_mocap = self._mocap_id("target")
         self._ones = np.ones(1, dtype=bool)
         self._fresh_sensors = self.core.robot.ee_sensor_idx.size > 0
 
@@ -170,6 +169,7 @@ class RobotEnv(CoreHooks, gym.Env):
         return int(self.model.body_mocapid[bid]) if bid >= 0 else -1
 
     def _show_goal(self) -> None:
-        pos = self.core.task.goal_site_pos(self.core.goal[0])
-        if pos is not None and self._target_mocap >= 0:
-            self.data.mocap_pos[self._target_mocap] = pos
+        for body, pos in self.core.task.goal_markers(self.core.goal[0]).items():
+            mocap = self._mocap_id(body)
+            if mocap >= 0:
+                self.data.mocap_pos[mocap] = pos

@@ -1,7 +1,9 @@
 """``embodied-ws assistant``: log view, triage cards, hypothesis checklist and local-LLM chat.
 
-Long work runs in workers (file loading, following a command, token streaming) that post results
-back to the UI thread, so the interface stays responsive on large logs. Commands typed in the
+Long work runs in thread workers (file loading, following a command, token streaming). Workers never touch
+shared state: they post messages (:class:`LogChunk`, :class:`LogLines`) and the UI thread alone owns the
+:class:`Triage` (toolong's scanner pattern). Starting a new source cancels the previous one, and the loops
+check for cancellation; a worker that fails becomes a notification, not a crash. Commands typed in the
 input bar: ``/open PATH``, ``/follow CMD ...``, ``/paste TEXT``, ``/save PATH``; anything else is a
 question for the local model. Nothing the model says is ever executed.
 """
@@ -9,6 +11,7 @@ question for the local model. Nothing the model says is ever executed.
 from __future__ import annotations
 
 import shlex
+import threading
 from pathlib import Path
 from typing import ClassVar
 
@@ -16,16 +19,44 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.widgets import Button, Footer, Header, Input, SelectionList, Static
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from embodied_ws.assistant.doctor import is_error_line
 from embodied_ws.assistant.redact import redact
-from embodied_ws.assistant.sources import follow_command, lines_of, read_chunks
+from embodied_ws.assistant.sources import Chunk, follow_command, lines_of, read_chunks
 from embodied_ws.assistant.triage import Triage
 from embodied_ws.core.errors import UserError
 from embodied_ws.tui.widgets.cards import FindingCard
 from embodied_ws.tui.widgets.chat import ChatTurn
 from embodied_ws.tui.widgets.logview import LogView
+
+
+class LogChunk(Message):
+    """A worker read a chunk of a log (triaged and shown by the UI thread)."""
+
+    def __init__(self, chunk: Chunk, lines: list[str]) -> None:
+        super().__init__()
+        self.chunk = chunk
+        self.lines = lines
+
+
+class LogLines(Message):
+    """A worker read lines of a followed command's output."""
+
+    def __init__(self, lines: list[str], source: str) -> None:
+        super().__init__()
+        self.lines = lines
+        self.source = source
+
+
+class SourceDone(Message):
+    """A source finished (or failed with a one-line user error)."""
+
+    def __init__(self, error: str = "") -> None:
+        super().__init__()
+        self.error = error
 
 
 class AssistantApp(App[int]):
@@ -54,6 +85,8 @@ class AssistantApp(App[int]):
         self.llm = None
         self.checked: set[str] = set()
         self.turns: list[ChatTurn] = []
+        self._llm_lock = threading.Lock()
+        self._closing = False
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -98,38 +131,63 @@ class AssistantApp(App[int]):
             banner.update(f"rules only: {exc.line()}")
             banner.add_class("warn")
 
-    # ------------------------------------------------------------------ sources (workers)
-    @work(thread=True, exclusive=True, group="source")
+    # ------------------------------------------------------------------ sources (workers post messages)
+    @work(thread=True, exclusive=True, group="source", exit_on_error=False)
     def load_source(self, source: str) -> None:
-        """Read a file/folder in chunks, streaming lines into the view and the triage."""
+        """Read a file/folder in chunks and post them to the UI thread."""
+        worker = get_current_worker()
         try:
             for chunk in read_chunks(source):
-                lines = [text for _, text in lines_of(chunk)]
-                self.triage.feed(chunk)
-                self.call_from_thread(self._show_lines, lines)
+                if worker.is_cancelled:
+                    return
+                self.post_message(LogChunk(chunk, [text for _, text in lines_of(chunk)]))
         except UserError as exc:
-            self.call_from_thread(self.notify, exc.line(), severity="error")
-        self.call_from_thread(self.refresh_findings)
+            self.post_message(SourceDone(exc.line()))
+            return
+        self.post_message(SourceDone())
 
-    @work(thread=True, exclusive=True, group="source")
+    @work(thread=True, exclusive=True, group="source", exit_on_error=False)
     def follow_cmd(self, argv: list[str]) -> None:
-        """Run a user-given command and follow its output live."""
+        """Run a user-given command and post its output live, in batches."""
+        worker = get_current_worker()
         batch: list[str] = []
         try:
             for line in follow_command(argv):
+                if worker.is_cancelled:
+                    return  # closing the generator kills the command
                 batch.append(line)
                 if len(batch) >= 20:
-                    self._flush_follow(batch)
+                    self.post_message(LogLines(batch, "<command>"))
                     batch = []
         except UserError as exc:
-            self.call_from_thread(self.notify, exc.line(), severity="error")
-        self._flush_follow(batch)
+            self.post_message(SourceDone(exc.line()))
+            return
+        if batch:
+            self.post_message(LogLines(batch, "<command>"))
+        self.post_message(SourceDone())
 
-    def _flush_follow(self, lines: list[str]) -> None:
-        if lines:
-            self.triage.feed_text("\n".join(lines), "<command>")
-            self.call_from_thread(self._show_lines, lines)
-            self.call_from_thread(self.refresh_findings)
+    def on_log_chunk(self, message: LogChunk) -> None:
+        """UI thread: triage a chunk and show its lines."""
+        self.triage.feed(message.chunk)
+        self._show_lines(message.lines)
+
+    def on_log_lines(self, message: LogLines) -> None:
+        """UI thread: triage followed lines and show them."""
+        self.triage.feed_text("\n".join(message.lines), message.source)
+        self._show_lines(message.lines)
+        self.refresh_findings()
+
+    def on_source_done(self, message: SourceDone) -> None:
+        """UI thread: a source ended; report its error, if any, and refresh the cards."""
+        if message.error:
+            self.notify(message.error, severity="error")
+        self.refresh_findings()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A worker that raised becomes a notification (the app keeps running)."""
+        if event.state == WorkerState.ERROR:
+            error = event.worker.error
+            self.notify(f"{event.worker.name} failed: {type(error).__name__}: {error}", severity="error")
 
     def _show_lines(self, lines: list[str]) -> None:
         self.query_one(LogView).add_lines(lines)
@@ -193,22 +251,33 @@ class AssistantApp(App[int]):
             return
         self.stream_answer(turn, question)
 
-    @work(thread=True, exclusive=True, group="llm")
     def stream_answer(self, turn: ChatTurn, question: str) -> None:
-        """Pack the context and stream the model's tokens into ``turn``."""
+        """Snapshot the findings and log lines on the UI thread, then stream the answer in a worker."""
+        lines = list(self.query_one(LogView).raw_lines)
+        self._stream(turn, question, self.triage.findings(), lines)
+
+    @work(thread=True, exclusive=True, group="llm", exit_on_error=False)
+    def _stream(self, turn: ChatTurn, question: str, findings: list, lines: list[str]) -> None:
         from embodied_ws.assistant.prompt import error_excerpts, pack_context
 
-        lines = self.query_one(LogView).raw_lines
+        worker = get_current_worker()
         excerpts = error_excerpts(lines, is_error_line) or ["\n".join(lines[-15:])]
         packed = pack_context(
-            question,
-            self.triage.findings(),
-            excerpts,
-            budget=max(256, self.llm.n_ctx - 600),
-            count=self.llm.count_tokens,
+            question, findings, excerpts, budget=max(256, self.llm.n_ctx - 600), count=self.llm.count_tokens
         )
-        for piece in self.llm.stream(packed.system, packed.user, max_tokens=256):
-            self.call_from_thread(turn.add, piece)
+        pieces = self.llm.stream(packed.system, packed.user, max_tokens=256)
+        try:
+            while True:
+                with self._llm_lock:  # the model is closed on unmount only between tokens
+                    if worker.is_cancelled or self._closing:
+                        return
+                    piece = next(pieces, None)
+                if piece is None:
+                    return
+                self.call_from_thread(turn.add, piece)
+        finally:
+            with self._llm_lock:
+                pieces.close()
 
     def save_session(self, path: Path) -> None:
         """Write findings, ticked checks and the chat as Markdown, with secrets redacted."""
@@ -232,8 +301,11 @@ class AssistantApp(App[int]):
         self.refresh_findings()
 
     def on_unmount(self) -> None:
+        """Stop streaming, then free the model (never while a worker is inside it)."""
+        self._closing = True
         if self.llm is not None:
-            self.llm.close()
+            with self._llm_lock:
+                self.llm.close()
 
 
 def run_app(log: str | None, model: Path | None, follow: list[str] | None) -> int:

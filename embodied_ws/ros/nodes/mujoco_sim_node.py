@@ -5,6 +5,11 @@ Publishes ``/joint_states`` (stamped with sim time), ``/clock``, the task observ
 actuator commands on ``/<controller>/commands``; serves ``~/reset`` and ``~/set_pause``.
 ``mode: lockstep`` advances exactly one control period per command (training); ``realtime`` steps
 on a timer at ``real_time_factor`` × real time with the latest command. Physics DR is applied on reset.
+
+``plant:=FILE`` makes the node a stand-in real robot (:mod:`embodied_ws.randomization.plant`): the
+file's fixed physical values replace DR and are kept for every episode, a command takes effect
+``action_latency`` control periods after it arrives, and optional noise is added to commands and
+measured joint states.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import SetBool, Trigger
 
 from embodied_ws.config.loader import load_config, load_dr
+from embodied_ws.randomization.latency import DelayLine
+from embodied_ws.randomization.plant import load_plant
 from embodied_ws.ros import cdr, qos
 from embodied_ws.ros import conversions as conv
 from embodied_ws.ros.params import choice, declare_node_parameters
@@ -35,6 +42,7 @@ PARAMETERS = {
     "seed": 0,
     "controller": "joint_group_position_controller",
     "publish_camera": False,
+    "plant": "",
 }
 
 
@@ -52,9 +60,20 @@ class MujocoSimNode(Node):
         overrides = declare_node_parameters(self, PARAMETERS)
         cfg = load_config(self.get_parameter("config").value, overrides)
         self.mode = choice(self, "mode", ("lockstep", "realtime"))
+        plant_file = str(self.get_parameter("plant").value)
+        self.plant = load_plant(plant_file) if plant_file else None
+        dr = self.plant.env_spec() if self.plant else load_dr(cfg.dr)
         camera = bool(self.get_parameter("publish_camera").value)  # a rendering env keeps the full model
-        self.core = EnvCore(cfg, load_dr(cfg.dr), 1, int(self.get_parameter("seed").value), visual=camera)
+        self.core = EnvCore(cfg, dr, 1, int(self.get_parameter("seed").value), visual=camera)
         self.model = self.core.models[0]
+        if self.plant:  # applied once now; every reset re-applies the same fixed values
+            self.core.dr[0].sample_reset(self.model)
+        latency = self.plant.action_latency if self.plant else 0
+        self._cmd_delay = DelayLine(1, self.model.nu, latency)
+        self._latency = latency
+        self._act_noise = self.plant.action_noise if self.plant else 0.0
+        self._obs_noise = self.plant.obs_noise if self.plant else 0.0
+        self._noise_rng = np.random.default_rng(int(self.get_parameter("seed").value) + 1)
         self.data = mujoco.MjData(self.model)
         self.joints = published_joints(self.model)
         self.joint_names = [mujoco.mj_id2name(self.model, mujoco.mjtObj.mjOBJ_JOINT, j) for j in self.joints]
@@ -93,6 +112,7 @@ class MujocoSimNode(Node):
         # client seeded like this node sees exactly the episodes an in-process env would
         mujoco.mj_forward(self.model, self.data)
         self._ctrl = self.core.ctrl_mid + self.core.ctrl_half * self.core.hold_action(self.data.qpos)
+        self._cmd_delay.reset(0, self._ctrl, latency)
         self._publish()
         if self.mode == "realtime":
             rtf = float(self.get_parameter("real_time_factor").value)
@@ -100,6 +120,7 @@ class MujocoSimNode(Node):
         self.get_logger().info(
             f"{self.core.robot.name}/{cfg.env.task} in {self.mode} mode, {len(self.joints)} joints, "
             f"{1.0 / self.core.control_dt:.0f} Hz control, commands on /{controller}/commands"
+            + (f", plant {plant_file} (latency {latency} steps)" if self.plant else "")
         )
 
     # ------------------------------------------------------------------ simulation
@@ -110,6 +131,7 @@ class MujocoSimNode(Node):
         self.data.qpos[:] = qpos
         self._ctrl = self.core.ctrl_mid + self.core.ctrl_half * self.core.hold_action(qpos)
         self.data.ctrl[:] = self._ctrl
+        self._cmd_delay.reset(0, self._ctrl, self._latency)
         mujoco.mj_forward(self.model, self.data)
         self.episode += 1
         self.steps = 0
@@ -118,17 +140,23 @@ class MujocoSimNode(Node):
         self._publish()
 
     def step(self) -> None:
-        """Advance one control period with the current command and publish."""
-        self.data.ctrl[:] = self._ctrl
+        """Advance one control period with the current command (``action_latency`` periods old) and publish."""
+        ctrl = self._cmd_delay.push(self._ctrl[None])[0] if self._latency else self._ctrl
+        if self._act_noise:
+            noisy = ctrl + self._noise_rng.standard_normal(ctrl.shape) * self._act_noise * self.core.ctrl_half
+            ctrl = np.minimum(np.maximum(noisy, self._lo), self._hi)
+        self.data.ctrl[:] = ctrl
         mujoco.mj_step(self.model, self.data, nstep=self.core.frame_skip)
         self.steps += 1
         self._publish()
 
     def _publish(self) -> None:
         d, t = self.data, self.data.time
-        self._last_state = self._state_bytes.encode(
-            d.qpos[self._qadr], d.qvel[self._vadr], d.qfrc_actuator[self._vadr], t
-        )
+        q, v = d.qpos[self._qadr], d.qvel[self._vadr]
+        if self._obs_noise:
+            q = q + self._noise_rng.standard_normal(q.shape) * self._obs_noise
+            v = v + self._noise_rng.standard_normal(v.shape) * self._obs_noise
+        self._last_state = self._state_bytes.encode(q, v, d.qfrc_actuator[self._vadr], t)
         self.pub_state.publish(self._last_state)
         if self.steps % 50 == 0:  # re-check now and then: the query itself is not free
             self._clock_listeners = self.pub_clock.get_subscription_count()

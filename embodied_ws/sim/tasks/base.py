@@ -59,6 +59,11 @@ class Task(ABC):
         """Where to draw the goal marker (a mocap body named ``target``), if the task has one."""
         return None
 
+    def goal_markers(self, goal: np.ndarray) -> dict[str, np.ndarray]:
+        """Mocap body name → position for every goal marker (default: ``target`` at :meth:`goal_site_pos`)."""
+        pos = self.goal_site_pos(goal)
+        return {} if pos is None else {"target": pos}
+
 
 TASKS: Registry[type[Task]] = Registry("task")
 

@@ -10,15 +10,20 @@ from embodied_ws.assistant.triage import Finding
 
 
 class FindingCard(Vertical):
-    """A finding rendered as a card."""
+    """A finding rendered as a card; second-stage (similarity) findings get the ``similar`` class and a label."""
 
     def __init__(self, finding: Finding, **kwargs) -> None:
-        super().__init__(classes="card", **kwargs)
+        classes = "card" if finding.stage == "rule" else "card similar"
+        super().__init__(classes=classes, **kwargs)
         self.finding = finding
 
     def compose(self) -> ComposeResult:
         f, r = self.finding, self.finding.rule
-        yield Static(f"[b]{r.title}[/b]  [dim]{r.id} · {f.confidence:.0%} · {f.count}×[/dim]", classes="card-title")
+        if f.stage == "rule":
+            meta = f"{r.id} · rule · {f.confidence:.0%} · {f.count}×"
+        else:
+            meta = f"{r.id} · similar to known cases, unconfirmed · {f.confidence:.0%}"
+        yield Static(f"[b]{r.title}[/b]  [dim]{meta}[/dim]", classes="card-title")
         yield Static(r.cause, classes="card-cause")
         ev = "\n".join(f"line {e.line}: {e.text.strip()[:160]}" for e in f.evidence[:3])
         yield Static(ev, classes="card-evidence", markup=False)

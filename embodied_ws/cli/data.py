@@ -1,0 +1,96 @@
+"""Verbs ``record-demos``, ``bag2lerobot`` and ``lerobot2bag``: demonstration datasets (LeRobotDataset v3, rosbag2)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from embodied_ws.cli import AddVerb
+
+
+def _print(summary: dict[str, Any], as_json: bool) -> None:
+    print(json.dumps(summary) if as_json else "\n".join(f"{k}: {v}" for k, v in summary.items()))
+
+
+def _cmd_record(args: argparse.Namespace) -> int:
+    from embodied_ws.data.record import record_demos
+
+    run = None
+    if args.policy:
+        run = Path(args.policy)
+        run = run if run.is_dir() else Path(args.runs) / args.policy
+    summary = record_demos(
+        args.robot,
+        args.task,
+        args.episodes,
+        Path(args.out),
+        policy_run=run,
+        seed=args.seed,
+        image_size=[args.image_size[0], args.image_size[1]],
+        dr=args.dr,
+        video=args.video,
+        keep_failed=args.keep_failed,
+        progress=not args.json,
+    )
+    _print(summary, args.json)
+    return 0
+
+
+def _cmd_bag2lerobot(args: argparse.Namespace) -> int:
+    from embodied_ws.data.convert import bag_to_dataset
+
+    summary = bag_to_dataset(Path(args.bag), Path(args.out), Path(args.map) if args.map else None, not args.json)
+    _print(summary, args.json)
+    return 0
+
+
+def _cmd_lerobot2bag(args: argparse.Namespace) -> int:
+    from embodied_ws.data.convert import dataset_to_bag
+
+    summary = dataset_to_bag(Path(args.dataset), Path(args.out), Path(args.map) if args.map else None, not args.json)
+    _print(summary, args.json)
+    return 0
+
+
+def register(add_verb: AddVerb) -> None:
+    """Add ``record-demos``, ``bag2lerobot`` and ``lerobot2bag``."""
+    r = add_verb(
+        "record-demos",
+        _cmd_record,
+        "Record demonstrations in sim (scripted IK expert or a run's policy, DR on) as a LeRobotDataset v3.",
+        "example: embodied-ws record-demos --robot arm3 --task reach_color --episodes 50 --out data/reach_color",
+    )
+    r.add_argument("--robot", default="arm3", help="robot name or MJCF path (default: arm3)")
+    r.add_argument("--task", default="reach_color", help="task with a scripted expert (default: reach_color)")
+    r.add_argument("--episodes", type=int, default=50, help="episodes to keep (default: 50)")
+    r.add_argument("--out", required=True, help="dataset folder to write (replaced atomically)")
+    r.add_argument("--policy", help="a run (name under --runs or folder) whose exported policy acts instead")
+    r.add_argument("--runs", default="runs")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--image-size", type=int, nargs=2, default=[128, 128], metavar=("H", "W"))
+    r.add_argument("--dr", default="default", help="DR preset for the expert (default: default; none: off)")
+    r.add_argument("--video", action="store_true", help="store images as mp4 instead of per-frame images")
+    r.add_argument("--keep-failed", action="store_true", help="also keep episodes that did not succeed")
+
+    b = add_verb(
+        "bag2lerobot",
+        _cmd_bag2lerobot,
+        "Convert a rosbag2 (MCAP) of contract topics to a LeRobotDataset v3 (one frame per camera image).",
+        "example: embodied-ws bag2lerobot rosbag2_2026_01_01 --out data/demo --map config/data/bag_map.yaml",
+    )
+    b.add_argument("bag", help="rosbag2 folder")
+    b.add_argument("--out", required=True, help="dataset folder to write")
+    b.add_argument("--map", help="topic → feature mapping YAML (default: config/data/bag_map.yaml)")
+
+    lb = add_verb(
+        "lerobot2bag",
+        _cmd_lerobot2bag,
+        "Write a LeRobotDataset v3 back to a rosbag2 (MCAP): joint states, commands, camera, instruction.",
+        "example: embodied-ws lerobot2bag data/demo --out demo_bag",
+    )
+    lb.add_argument("dataset", help="LeRobotDataset v3 folder")
+    lb.add_argument("--out", required=True, help="rosbag2 folder to write (must not exist)")
+    lb.add_argument("--map", help="topic → feature mapping YAML (default: the one the dataset was made with)")

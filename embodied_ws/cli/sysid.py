@@ -1,0 +1,175 @@
+"""Verbs ``record``, ``sysid collect``, ``sysid fit`` and ``gap`` (sim-to-real loop)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from embodied_ws.core.errors import UserError
+
+if TYPE_CHECKING:
+    from embodied_ws.cli import AddVerb
+
+
+def _print(args: argparse.Namespace, result: dict[str, Any]) -> None:
+    if args.json:
+        print(json.dumps(result))
+        return
+    for k, v in result.items():
+        print(f"{k}: {json.dumps(v) if isinstance(v, (dict, list)) else v}")
+
+
+def _duration(value: float | None, flag: str = "--duration") -> float | None:
+    if value is not None and not value > 0:
+        raise UserError(f"must be > 0, got {value:g}", flag)
+    return value
+
+
+def _cmd_record(args: argparse.Namespace) -> int:
+    from embodied_ws.data.bag import DEFAULT_TOPICS
+
+    topics = args.topics or [*DEFAULT_TOPICS, f"/{args.controller}/commands"]
+    _duration(args.duration)
+    out = Path(args.out)
+    if out.exists():
+        raise UserError("bag already exists (choose another --out)", str(out))
+    from embodied_ws.ros.recorder import record, topic_types
+
+    result = record(out, topic_types(topics, args.controller), args.duration)
+    _print(args, result)
+    return 0
+
+
+def _robot(name: str) -> Any:
+    from embodied_ws.sim.robot import load_robot
+
+    return load_robot(name, need_ee=False)
+
+
+def _cmd_collect(args: argparse.Namespace) -> int:
+    _duration(args.duration)
+    out = Path(args.out)
+    if out.exists():
+        raise UserError("bag already exists (choose another --out)", str(out))
+    robot = _robot(args.robot)
+    from embodied_ws.ros.sysid_collect import collect
+
+    result = collect(robot, args.duration, out, args.controller, args.seed, args.max_step, args.wait)
+    _print(args, result)
+    return 0
+
+
+def _cmd_fit(args: argparse.Namespace) -> int:
+    from rich.progress import Progress
+
+    from embodied_ws.config.loader import read_yaml, resolve_preset
+    from embodied_ws.sysid.fit import FIT_PARAMS, fit
+    from embodied_ws.sysid.outputs import overlays, write_outputs
+    from embodied_ws.sysid.replay import load_recording
+
+    bag = Path(args.bag)
+    robot = _robot(args.robot)
+    rec = load_recording(bag, robot)
+    params = tuple(args.params.split(",")) if args.params else FIT_PARAMS
+    unknown = [p for p in params if p not in FIT_PARAMS]
+    if unknown:
+        raise UserError(f"cannot fit {unknown[0]!r} (fittable: {', '.join(FIT_PARAMS)})", "--params")
+    if args.max_latency < 0:
+        raise UserError(f"must be >= 0, got {args.max_latency}", "--max-latency")
+    latencies = range(args.max_latency + 1)
+    with Progress(disable=args.json, transient=True) as bar:
+        task = bar.add_task("fitting latency candidates", total=len(latencies))
+        result = fit(robot, rec, latencies, params, args.segment, on_step=lambda _: bar.advance(task))
+    sims = overlays(robot, rec, result, args.segment)
+    base, _ = read_yaml(resolve_preset(args.base_dr, "dr"))
+    info = write_outputs(Path(args.out), result, rec, robot.name, str(bag), base or {}, sims)
+    _print(args, info)
+    return 0
+
+
+def _cmd_gap(args: argparse.Namespace) -> int:
+    from embodied_ws.randomization.plant import load_plant
+    from embodied_ws.sysid.gap import gap_on_bag, gap_on_plant
+
+    run = Path(args.run)
+    run_dir = run if run.is_dir() else Path(args.runs) / args.run
+    if (args.plant is None) == (args.real is None):
+        raise UserError("give exactly one of --plant FILE (stand-in) or --real BAG (recorded deployment)", "gap")
+    out = Path(args.out) if args.out else run_dir / "gap"
+    if args.plant:
+        result = gap_on_plant(run_dir, load_plant(args.plant), out, args.episodes, args.seed)
+    else:
+        sim_plant = load_plant(args.sim_plant) if args.sim_plant else None
+        result = gap_on_bag(run_dir, Path(args.real), out, sim_plant)
+    _print(args, result)
+    return 0
+
+
+def register(add_verb: AddVerb) -> None:
+    """Add ``record``, ``sysid`` (``collect``, ``fit``) and ``gap``."""
+    r = add_verb(
+        "record",
+        _cmd_record,
+        "Record contract topics to a rosbag2 MCAP bag (readable up to the last flush if killed).",
+        "example: embodied-ws record --out bags/run1 --duration 30",
+    )
+    r.add_argument("--out", required=True, help="bag folder to create")
+    r.add_argument("--topics", nargs="+", help="topics (default: /joint_states, commands, task, estop, diagnostics)")
+    r.add_argument("--duration", type=float, help="seconds to record (default: until Ctrl-C)")
+    r.add_argument("--controller", default="joint_group_position_controller", help="commands topic's controller")
+
+    s = add_verb(
+        "sysid",
+        _cmd_fit,  # never reached: argparse requires collect or fit, whose own defaults win
+        "System identification: excite the robot and record (collect), fit the simulator to it (fit).",
+        "example: embodied-ws sysid collect --robot arm3 --duration 30 --out bags/sysid1\n"
+        "         embodied-ws sysid fit bags/sysid1 --robot arm3 --out sysid/arm3 --json",
+    )
+    sub = s.add_subparsers(dest="action", required=True)
+    c = sub.add_parser(
+        "collect",
+        help="excite all joints (random steps + 0.2-3 Hz chirp, inside the limits) and record",
+        epilog="example: embodied-ws sysid collect --robot arm3 --duration 30 --out bags/sysid1",
+    )
+    c.set_defaults(fn=_cmd_collect)
+    c.add_argument("--robot", required=True, help="robot name or MJCF path")
+    c.add_argument("--duration", type=float, default=30.0, help="seconds of excitation (default 30)")
+    c.add_argument("--out", required=True, help="bag folder to create")
+    c.add_argument("--controller", default="joint_group_position_controller")
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--max-step", type=float, default=0.5, help="largest set-point change per command (rad)")
+    c.add_argument("--wait", type=float, default=10.0, help="seconds to wait for the first /joint_states")
+    c.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+    f = sub.add_parser(
+        "fit",
+        help="fit damping, armature, friction loss, gain, mass scales and latency to a bag",
+        epilog="example: embodied-ws sysid fit bags/sysid1 --robot arm3 --out sysid/arm3 --json",
+    )
+    f.set_defaults(fn=_cmd_fit)
+    f.add_argument("bag", help="bag folder (from sysid collect or record)")
+    f.add_argument("--robot", required=True, help="robot name or MJCF path the bag was recorded on")
+    f.add_argument("--out", required=True, help="folder for fit.yaml, dr.yaml, fit.json, overlays")
+    f.add_argument("--max-latency", type=int, default=4, help="largest latency candidate (control periods)")
+    f.add_argument("--params", help="comma-separated DR parameters to fit (default: all five)")
+    f.add_argument("--segment", type=float, default=4.0, help="replay segment length in seconds")
+    f.add_argument("--base-dr", default="default", help="DR preset or YAML re-centred into dr.yaml")
+    f.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+    g = add_verb(
+        "gap",
+        _cmd_gap,
+        "Sim-to-real gap report (report.md + PNGs): a run's policy on sim vs a stand-in, or a recorded deployment.",
+        "example: embodied-ws gap reach1 --plant tests/fixtures/plants/hidden.yaml\n"
+        "         embodied-ws gap reach1 --real bags/deploy1",
+    )
+    g.add_argument("run", help="run name under --runs, or a run folder")
+    g.add_argument("--runs", default="runs")
+    g.add_argument("--plant", help="plant YAML: compare sim with an in-process stand-in robot")
+    g.add_argument("--real", help="bag of a recorded deployment: compare it with its commands replayed in sim")
+    g.add_argument("--sim-plant", help="with --real: simulate this plant (e.g. a sysid fit.yaml) instead of nominal")
+    g.add_argument("--episodes", type=int, default=50)
+    g.add_argument("--seed", type=int, default=1234)
+    g.add_argument("--out", help="report folder (default: RUN/gap)")

@@ -1,0 +1,1 @@
+"""Robot data: rosbag2 (MCAP) bags and LeRobot datasets."""

@@ -1,0 +1,172 @@
+"""``embodied-ws record-demos``: roll out a scripted expert (or a run's exported policy) in sim, DR on,
+and write camera images, joint state, joint commands and the language instruction as LeRobotDataset v3.
+
+Each frame holds the joint positions and the camera image *before* the step and the joint position
+command sent to the servos at that step (rad; the values ``/<controller>/commands`` carries), so a
+dataset replays on the robot or in sim as is. An episode ends a few steps after the task first
+succeeds (no long idle tail) or at the episode limit; failed episodes are dropped and counted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from embodied_ws.config.loader import load_config, load_dr
+from embodied_ws.config.schema import RunConfig
+from embodied_ws.core.errors import UserError
+from embodied_ws.data.dataset import create_dataset, features_for, progress_iter, write_sidecar
+
+#: steps recorded after the first success, so the demonstration shows the robot settling on the target
+HOLD_STEPS = 5
+
+
+def demo_config(robot: str, task: str, image_size: list[int], dr: str, policy_run: Path | None) -> RunConfig:
+    """The run config of the rollouts: the run's own config for ``--policy``, else the ``vla`` preset
+    with ``robot``/``task``, absolute joint-position actions (the expert's) and ``dr``."""
+    size = f"[{image_size[0]}, {image_size[1]}]"
+    if policy_run is not None:
+        cfg_path = policy_run / "config.yaml"
+        if not cfg_path.is_file():
+            raise UserError("not a run folder (no config.yaml)", str(policy_run))
+        return load_config(cfg_path, [f"env.render_size={size}"])
+    sets = [f"env.robot={robot}", f"env.task={task}", "env.action_mode=absolute", f"env.render_size={size}"]
+    return load_config("vla", [*sets, f"dr={dr}"])
+
+
+def instruction_of(env: Any) -> str:
+    """The episode's language instruction: the task's own (``reach_color``) or a generic one."""
+    task = env.core.task
+    if hasattr(task, "instruction"):
+        return task.instruction(env.core.goal[0])
+    return f"{env.cfg.env.task} with the {env.core.robot.name}"
+
+
+def make_actor(env: Any, policy_run: Path | None) -> Any:
+    """The scripted expert registered for the task, or the run's exported policy."""
+    if policy_run is not None:
+        from embodied_ws.deploy.policy import ExportedPolicy
+
+        return ExportedPolicy(policy_run / "policy")
+    from embodied_ws.data.expert import EXPERTS
+
+    return EXPERTS.get(env.cfg.env.task, "--task")(env)
+
+
+def rollout(env: Any, actor: Any, seed: int, camera: str) -> tuple[list[dict[str, Any]], bool, str]:
+    """One episode: ``(frames, success, instruction)``; frames hold state, action, image."""
+    obs, _ = env.reset(seed=seed)
+    if hasattr(actor, "reset"):
+        actor.reset()
+    instruction = instruction_of(env)
+    robot = env.core.robot
+    frames: list[dict[str, Any]] = []
+    held, success = 0, False
+    for _ in range(env.cfg.env.episode_steps):
+        image = env.render()
+        state = env.data.qpos[robot.qpos_idx].astype(np.float32)
+        obs, _, term, trunc, info = env.step(actor.act(obs))
+        frames.append(
+            {
+                "observation.state": state,
+                "action": env.data.ctrl[: robot.nu].astype(np.float32),
+                f"observation.images.{camera}": image,
+            }
+        )
+        success = bool(info.get("is_success", False))
+        held = held + 1 if success else 0
+        if held >= HOLD_STEPS or term or trunc:
+            break
+    return frames, success, instruction
+
+
+def record_demos(
+    robot: str,
+    task: str,
+    episodes: int,
+    out: Path,
+    policy_run: Path | None = None,
+    seed: int = 0,
+    image_size: list[int] | None = None,
+    dr: str = "default",
+    video: bool = False,
+    keep_failed: bool = False,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Record ``episodes`` demonstrations into ``out`` (LeRobotDataset v3); returns a summary.
+
+    :param robot: robot name or MJCF path
+    :param task: registered task (a scripted expert exists for ``reach`` and ``reach_color``)
+    :param episodes: number of episodes to keep
+    :param out: dataset folder (replaced atomically)
+    :param policy_run: run folder whose exported policy acts instead of the expert
+    :param seed: seed of the first episode (episode ``i`` uses ``seed + i``)
+    :param image_size: [height, width] of the camera images
+    :param dr: domain randomization preset (``none`` to disable)
+    :param video: store images as mp4 instead of per-frame images
+    :param keep_failed: keep failed episodes too (default: drop them, at most ``episodes`` extra tries)
+    :param progress: show a progress bar
+    """
+    from embodied_ws.sim.env import RobotEnv
+
+    if episodes <= 0:
+        raise UserError(f"must be > 0, got {episodes}", "--episodes")
+    size = list(image_size or [128, 128])
+    cfg = demo_config(robot, task, size, dr, policy_run)
+    env = RobotEnv(cfg, load_dr(cfg.dr), render_mode="rgb_array", seed=seed)
+    actor = make_actor(env, policy_run)
+    if policy_run is not None and actor.obs_size != env.observation_space.shape[0]:
+        raise UserError("the run's policy does not match its env's observation", str(policy_run))
+    r = env.core.robot
+    camera = cfg.env.camera or (r.camera_names[0] if r.camera_names else "")
+    if not camera:
+        raise UserError("the robot has no camera to record images from", cfg.env.robot)
+    fps = round(1.0 / env.core.control_dt)
+    feats = features_for(r.joint_names, r.actuator_names, {camera: (size[0], size[1])}, video)
+    attempts, kept, successes = 0, 0, 0
+    instructions: set[str] = set()
+    with create_dataset(out, fps, feats, r.name, video) as ds:
+        for _ in progress_iter(episodes, "record-demos", progress):
+            while True:
+                frames, ok, instruction = rollout(env, actor, seed + attempts, camera)
+                attempts += 1
+                successes += ok
+                if ok or keep_failed or attempts >= 2 * episodes:
+                    break
+            if not (ok or keep_failed):
+                continue
+            for f in frames:
+                ds.add_frame({**f, "task": instruction})
+            ds.save_episode()
+            instructions.add(instruction)
+            kept += 1
+        if kept == 0:
+            raise UserError(f"no successful episode in {attempts} tries; nothing to write", str(out))
+    env.close()
+    summary = {
+        "dataset": str(out),
+        "episodes": kept,
+        "attempts": attempts,
+        "success_rate": successes / attempts,
+        "fps": fps,
+        "robot": r.name,
+        "task": cfg.env.task,
+        "source": str(policy_run) if policy_run else "scripted expert",
+        "instructions": sorted(instructions),
+    }
+    write_sidecar(
+        out,
+        {
+            "robot": r.name,
+            "task": cfg.env.task,
+            "source": summary["source"],
+            "control_rate_hz": 1.0 / env.core.control_dt,
+            "joints": {"names": r.joint_names, "lower": r.joint_low.tolist(), "upper": r.joint_high.tolist()},
+            "action": {"meaning": "joint position command (rad)", "names": r.actuator_names},
+            "cameras": {camera: size},
+            "success_rate": summary["success_rate"],
+        },
+    )
+    return summary

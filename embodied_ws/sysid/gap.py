@@ -1,0 +1,239 @@
+"""Sim-to-real gap report: the same policy (or the same commands) in sim and on the robot, side by side.
+
+- ``gap RUN --plant FILE``: the run's exported policy, in closed loop, on the nominal simulator
+  ("sim") and on an in-process stand-in robot (:class:`embodied_ws.sysid.standin.StandInEnv`,
+  "real"), the same episodes (goals, initial poses) on both.
+- ``gap RUN --real BAG``: a recorded deployment (joint states, commands, ``/embodied/task``): the
+  recorded commands are replayed open loop in the simulator from each episode's recorded start.
+
+Both write ``report.md`` + PNGs: joint trajectories sim vs real, tracking error (|command − joint|),
+success rate, and the trajectory RMSE between the two.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import mujoco
+import numpy as np
+
+from embodied_ws.config.loader import load_config
+from embodied_ws.config.schema import RunConfig
+from embodied_ws.core.atomic import write_bytes_atomic, write_json_atomic
+from embodied_ws.core.errors import UserError
+from embodied_ws.randomization.plant import Plant
+from embodied_ws.randomization.spec import DRSpec
+
+
+@dataclass
+class Side:
+    """One side of the comparison (sim or real): per-episode joint trajectories and outcomes."""
+
+    name: str
+    q: list[np.ndarray] = field(default_factory=list)  # (T, nu) per episode
+    ctrl: list[np.ndarray] = field(default_factory=list)  # (T, nu) commands applied
+    success: list[bool] = field(default_factory=list)
+    final_distance: list[float] = field(default_factory=list)
+
+    def metrics(self) -> dict[str, float]:
+        """Success rate, mean tracking error and final distance (when the task has one)."""
+        track = [float(np.mean(np.abs(c[:-1] - q[1:]))) for q, c in zip(self.q, self.ctrl, strict=True) if len(q) > 1]
+        out = {
+            "episodes": len(self.success),
+            "success_rate": float(np.mean(self.success)) if self.success else 0.0,
+            "tracking_error_rad": float(np.mean(track)) if track else float("nan"),
+        }
+        if self.final_distance:
+            out["mean_final_distance_m"] = float(np.mean(self.final_distance))
+        return out
+
+
+def run_config(run_dir: Path) -> RunConfig:
+    """The run's resolved config; a folder without one is a one-line error."""
+    path = run_dir / "config.yaml"
+    if not path.is_file():
+        raise UserError("not a run folder (no config.yaml)", str(run_dir))
+    return load_config(path)
+
+
+def load_policy(run_dir: Path, obs_size: int) -> Any:
+    """The run's exported policy, checked against the env's observation size."""
+    from embodied_ws.deploy.policy import ExportedPolicy
+
+    policy = ExportedPolicy(run_dir / "policy")
+    if policy.obs_size != obs_size:
+        raise UserError(
+            f"policy expects {policy.obs_size} observations, the env gives {obs_size}: another robot or task?",
+            str(run_dir / "policy" / "policy.json"),
+        )
+    return policy
+
+
+def rollout(env: Any, policy: Any, episodes: int, seed: int, name: str) -> Side:
+    """Run ``policy`` for ``episodes`` episodes (episode ``i`` seeded ``seed + i``) and record the joints."""
+    side = Side(name)
+    robot = env.core.robot
+    for ep in range(episodes):
+        obs, _ = env.reset(seed=seed + ep)
+        qs, cs = [env.data.qpos[robot.qpos_idx].copy()], []
+        done, info = False, {}
+        while not done:
+            obs, _, term, trunc, info = env.step(policy.act(obs))
+            qs.append(env.data.qpos[robot.qpos_idx].copy())
+            cs.append(env.data.ctrl.copy())
+            done = term or trunc
+        side.q.append(np.array(qs))
+        side.ctrl.append(np.array([*cs, cs[-1]]))
+        side.success.append(bool(info.get("is_success", False)))
+        dist = info.get("reward_terms", {}).get("distance")
+        if dist is not None:
+            side.final_distance.append(-float(dist) / max(env.cfg.task.distance_weight, 1e-9))
+    return side
+
+
+def evaluate_on_plant(run_dir: Path, plant: Plant, episodes: int = 50, seed: int = 1234) -> dict[str, Any]:
+    """``embodied-ws eval RUN --plant FILE``: the run's policy on an in-process stand-in robot."""
+    from embodied_ws.sysid.standin import StandInEnv
+
+    cfg = run_config(run_dir)
+    env = StandInEnv(cfg, plant, seed=seed)
+    policy = load_policy(run_dir, env.observation_space.shape[0])
+    side = rollout(env, policy, episodes, seed, "stand-in")
+    return {"run": str(run_dir), "plant": plant.source, **side.metrics()}
+
+
+def gap_on_plant(run_dir: Path, plant: Plant, out: Path, episodes: int = 50, seed: int = 1234) -> dict[str, Any]:
+    """Closed-loop sim (nominal model, no DR) vs stand-in (plant), same episodes; writes the report."""
+    from embodied_ws.sim.env import RobotEnv
+    from embodied_ws.sysid.standin import StandInEnv
+
+    cfg = run_config(run_dir)
+    sim_env = RobotEnv(cfg, DRSpec(enabled=False), seed=seed)
+    real_env = StandInEnv(cfg, plant, seed=seed)
+    policy = load_policy(run_dir, sim_env.observation_space.shape[0])
+    sim = rollout(sim_env, policy, episodes, seed, "sim (nominal)")
+    real = rollout(real_env, policy, episodes, seed, f"stand-in ({Path(plant.source).name})")
+    names = list(sim_env.core.robot.joint_names)
+    return write_report(out, sim, real, names, {"run": str(run_dir), "plant": plant.source, "mode": "closed loop"})
+
+
+def gap_on_bag(run_dir: Path, bag: Path, out: Path, sim_plant: Plant | None = None) -> dict[str, Any]:
+    """A recorded deployment vs its commands replayed open loop in the simulator; writes the report."""
+    from embodied_ws.data.bag import read_float_arrays
+    from embodied_ws.sim.core import build_robot
+    from embodied_ws.sysid.replay import load_recording
+
+    cfg = run_config(run_dir)
+    robot = build_robot(cfg)
+    rec = load_recording(bag, robot)
+    task = read_float_arrays(bag, "/embodied/task")
+    model = robot.model.__copy__()
+    if sim_plant is not None:
+        model = _plant_model(robot, sim_plant)
+    latency = sim_plant.action_latency if sim_plant else 0
+    starts = _episode_starts(rec, task)
+    u = np.clip(rec.applied(latency, rec.q[0]), robot.ctrl_low, robot.ctrl_high)
+    from embodied_ws.sim.tasks import TASKS
+
+    task_impl = TASKS.get(cfg.env.task, "env.task")(robot, cfg.task)
+    sim, real = Side("sim (replayed commands)"), Side("recorded robot")
+    data = mujoco.MjData(model)
+    fs = max(1, round(rec.control_dt / robot.model.opt.timestep))
+    bounds = [*starts, rec.n]
+    for e, (s, end) in enumerate(itertools.pairwise(bounds)):
+        if end - s < 2:
+            continue
+        goal = task.data[min(e, len(task.data) - 1)]
+        mujoco.mj_resetData(model, data)
+        data.qpos[robot.qpos_idx], data.qvel[robot.qvel_idx] = rec.q[s], rec.v[s]
+        qs = [rec.q[s].copy()]
+        for i in range(s + 1, end):
+            data.ctrl[:] = u[i]
+            mujoco.mj_step(model, data, nstep=fs)
+            qs.append(data.qpos[robot.qpos_idx].copy())
+        for side, q in ((sim, np.array(qs)), (real, rec.q[s:end])):
+            side.q.append(q)
+            side.ctrl.append(u[s:end])
+            ok, dist = _final_success(robot, task_impl, q[-1], goal, cfg)
+            side.success.append(ok)
+            if dist is not None:
+                side.final_distance.append(dist)
+    info = {"run": str(run_dir), "bag": str(bag), "mode": "open-loop replay of recorded commands"}
+    return write_report(out, sim, real, list(robot.joint_names), info)
+
+
+def _plant_model(robot: Any, plant: Plant) -> mujoco.MjModel:
+    model = robot.model.__copy__()
+    plant.apply(model)
+    return model
+
+
+def _episode_starts(rec: Any, task: Any) -> list[int]:
+    """State indices where episodes begin (each /embodied/task message); one episode without any."""
+    if task.data.shape[0] == 0:
+        return [0]
+    return sorted({0, *[int(i) for i in np.searchsorted(rec.t + rec.t0, task.log_t) if 0 < i < rec.n]})
+
+
+def _final_success(robot: Any, task: Any, q: np.ndarray, goal: np.ndarray, cfg: RunConfig) -> tuple[bool, float | None]:
+    data = mujoco.MjData(robot.model)
+    data.qpos[robot.qpos_idx] = q
+    mujoco.mj_forward(robot.model, data)
+    qvel = np.zeros((1, robot.model.nv))
+    _, success, terms = task.evaluate(
+        data.qpos[None], qvel, data.sensordata[None], goal[None, : task.goal_dim], np.zeros((1, robot.nu))
+    )
+    dist = terms.get("distance")
+    return bool(success[0]), (None if dist is None else -float(dist[0]) / max(cfg.task.distance_weight, 1e-9))
+
+
+def write_report(out: Path, sim: Side, real: Side, joints: list[str], info: dict[str, Any]) -> dict[str, Any]:
+    """``report.md``, ``gap_joints.png``, ``gap_metrics.png`` and ``gap.json`` in ``out``; returns the JSON."""
+    from embodied_ws.sysid.gap_plots import plot_joints, plot_metrics
+
+    out.mkdir(parents=True, exist_ok=True)
+    rmse = [
+        float(np.sqrt(np.mean((a[: min(len(a), len(b))] - b[: min(len(a), len(b))]) ** 2)))
+        for a, b in zip(sim.q, real.q, strict=True)
+    ]
+    result = {
+        **info,
+        "sim": sim.metrics(),
+        "real": real.metrics(),
+        "trajectory_rmse_rad": float(np.mean(rmse)) if rmse else float("nan"),
+        "files": {k: str(out / k) for k in ("report.md", "gap_joints.png", "gap_metrics.png")},
+    }
+    plot_joints(out / "gap_joints.png", sim, real, joints)
+    plot_metrics(out / "gap_metrics.png", result)
+    rows = [
+        ("episodes", "episodes", "{:d}"),
+        ("success rate", "success_rate", "{:.2f}"),
+        ("tracking error |command − joint| (rad)", "tracking_error_rad", "{:.4f}"),
+        ("final distance to target (m)", "mean_final_distance_m", "{:.4f}"),
+    ]
+    lines = [
+        "# Sim-to-real gap",
+        "",
+        *[f"- {k}: `{v}`" for k, v in info.items()],
+        "",
+        f"| metric | {sim.name} | {real.name} |",
+        "|---|---|---|",
+    ]
+    for label, key, fmt in rows:
+        if key in result["sim"]:
+            lines.append(f"| {label} | {fmt.format(result['sim'][key])} | {fmt.format(result['real'][key])} |")
+    lines += [
+        "",
+        f"Joint trajectory RMSE sim vs real (same episodes): **{result['trajectory_rmse_rad']:.4f} rad**.",
+        "",
+        "![joints](gap_joints.png)",
+        "",
+        "![metrics](gap_metrics.png)",
+        "",
+    ]
+    write_bytes_atomic(out / "report.md", "\n".join(lines).encode())
+    write_json_atomic(out / "gap.json", result)
+    return result

@@ -1,0 +1,81 @@
+"""Evaluate a fine-tuned VLA in sim through the same task code: success rate and an mp4 of the first episodes."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from embodied_ws.config.loader import load_config, load_dr
+from embodied_ws.core.atomic import write_json_atomic
+from embodied_ws.core.errors import UserError
+from embodied_ws.data.dataset import IMAGE_PREFIX
+
+
+def policy_folder(run_dir: Path) -> Path:
+    """The run's servable policy: ``adapter/`` for LoRA runs, ``policy/`` for full fine-tunes."""
+    for name in ("adapter", "policy"):
+        if (run_dir / name / "config.json").is_file():
+            return run_dir / name
+    raise UserError("no fine-tuned policy in the run (adapter/ or policy/ missing)", str(run_dir))
+
+
+def evaluate_vla(
+    run_dir: Path, episodes: int = 10, video: bool = True, seed: int = 4321, progress: bool = True, device: str = "cpu"
+) -> dict[str, Any]:
+    """Roll out the run's policy for ``episodes`` episodes (DR as in the run's config); writes ``eval/``.
+
+    The camera image is rendered at the size the dataset recorded, the instruction comes from the task.
+    """
+    from rich.progress import track
+
+    from embodied_ws.data.record import instruction_of
+    from embodied_ws.sim.env import RobotEnv
+    from embodied_ws.vla.runner import VLARunner
+
+    cfg = load_config(run_dir / "config.yaml")
+    runner = VLARunner(policy_folder(run_dir), device=device)
+    cam_key = next(iter(runner.config.image_features))
+    c, h, w = runner.config.image_features[cam_key].shape
+    cfg = copy.deepcopy(cfg)
+    cfg.env.action_mode = "absolute"
+    cfg.env.render_size = [int(h), int(w)]
+    env = RobotEnv(cfg, load_dr(cfg.dr), render_mode="rgb_array", seed=seed)
+    core, robot = env.core, env.core.robot
+    frames: list[np.ndarray] = []
+    successes = []
+    iterator = track(range(episodes), description="eval") if progress else range(episodes)
+    for ep in iterator:
+        env.reset(seed=seed + ep)
+        runner.reset()
+        instruction = instruction_of(env)
+        info: dict[str, Any] = {}
+        for _ in range(cfg.env.episode_steps):
+            image = env.render()
+            obs = {
+                "state": env.data.qpos[robot.qpos_idx],
+                "images": {cam_key[len(IMAGE_PREFIX) :]: image},
+                "instruction": instruction,
+            }
+            command = runner.act(obs)
+            _, _, term, trunc, info = env.step((command - core.ctrl_mid) / core.ctrl_half)
+            if video and ep < 3:
+                frames.append(image)
+            if term or trunc:
+                break
+        successes.append(bool(info.get("is_success", False)))
+    metrics: dict[str, Any] = {"episodes": episodes, "success_rate": float(np.mean(successes)) if successes else 0.0}
+    out = run_dir / "eval"
+    out.mkdir(parents=True, exist_ok=True)
+    if frames:
+        import imageio.v3 as iio
+
+        tmp = out / ".rollout.mp4"
+        iio.imwrite(tmp, np.stack(frames), fps=env.metadata["render_fps"], codec="libx264")
+        tmp.replace(out / "rollout.mp4")
+        metrics["video"] = str(out / "rollout.mp4")
+    write_json_atomic(out / "metrics.json", metrics)
+    env.close()
+    return metrics

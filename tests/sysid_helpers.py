@@ -1,0 +1,62 @@
+"""Test helper: an in-process recording of a plant driven by the sysid excitation, written as a bag.
+
+It follows mujoco_sim_node's semantics (a command answers each state, the robot samples the latest
+command at the start of each control period, ``action_latency`` periods late) so the fit can be
+tested quickly without ROS; the ROS tests check the same path through real nodes.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import mujoco
+import numpy as np
+
+from embodied_ws.data.bag import BagWriter, typestore
+from embodied_ws.randomization.plant import Plant
+from embodied_ws.sim.robot import Robot
+from embodied_ws.sysid.excitation import Excitation, limit_setpoints
+
+
+def record_plant(robot: Robot, plant: Plant, duration: float, out: Path, frame_skip: int = 20, seed: int = 0) -> None:
+    """Simulate ``plant`` under the excitation for ``duration`` s and write /joint_states + commands to ``out``."""
+    store = typestore()
+    model = copy.copy(robot.model)
+    plant.apply(model)
+    data = mujoco.MjData(model)
+    data.qpos[robot.qpos_idx] = robot.home_qpos[robot.qpos_idx]
+    mujoco.mj_forward(model, data)
+    dt = model.opt.timestep * frame_skip
+    low = np.maximum(robot.joint_low, robot.ctrl_low)
+    high = np.minimum(robot.joint_high, robot.ctrl_high)
+    signal = Excitation(low, high, duration, seed)
+    k = plant.action_latency
+    start = data.qpos[robot.qpos_idx].copy()
+    sent = [start.copy()] * (k + 1)
+    prev = start.copy()
+    rng = np.random.default_rng(seed)
+    ts = store.types
+    with BagWriter(
+        out, {"/joint_states": "sensor_msgs/msg/JointState", "/c/commands": "std_msgs/msg/Float64MultiArray"}
+    ) as w:
+        for i in range(int(duration / dt)):
+            t = i * dt
+            log = 10**9 + int((t + rng.uniform(0, 0.002)) * 1e9)
+            stamp = ts["builtin_interfaces/msg/Time"](sec=int(t), nanosec=round((t % 1) * 1e9) % 10**9)
+            msg = ts["sensor_msgs/msg/JointState"](
+                header=ts["std_msgs/msg/Header"](stamp=stamp, frame_id=""),
+                name=list(robot.joint_names),
+                position=data.qpos[robot.qpos_idx].copy(),
+                velocity=data.qvel[robot.qvel_idx].copy(),
+                effort=data.qfrc_actuator[robot.qvel_idx].copy(),
+            )
+            w.write_message("/joint_states", log, msg)
+            prev = limit_setpoints(signal(t, start), prev, low, high, 0.5)
+            layout = ts["std_msgs/msg/MultiArrayLayout"](dim=[], data_offset=0)
+            w.write_message(
+                "/c/commands", log + 2_000_000, ts["std_msgs/msg/Float64MultiArray"](layout=layout, data=prev.copy())
+            )
+            sent.append(prev.copy())
+            data.ctrl[:] = sent[-1 - k]
+            mujoco.mj_step(model, data, nstep=frame_skip)

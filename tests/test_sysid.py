@@ -1,0 +1,113 @@
+"""Plants (stand-in robots), the excitation, and the sysid fit on a recording of known parameters."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ROOT
+from sysid_helpers import record_plant
+from test_cli_errors import _assert_one_line_error
+
+from embodied_ws.config.loader import load_config
+from embodied_ws.core.errors import UserError
+from embodied_ws.randomization.plant import load_plant, parse_plant
+from embodied_ws.randomization.spec import DRSpec
+from embodied_ws.sim.env import RobotEnv
+from embodied_ws.sim.robot import load_robot
+from embodied_ws.sysid.excitation import Excitation
+from embodied_ws.sysid.standin import StandInEnv
+
+HIDDEN = ROOT / "tests" / "fixtures" / "plants" / "hidden.yaml"
+
+
+def test_plant_values_are_applied_and_kept_every_episode() -> None:
+    cfg = load_config("reach")
+    plant = load_plant(HIDDEN)
+    env = StandInEnv(cfg, plant, seed=0)
+    nominal = env.core.robot.model
+    for ep in range(3):
+        env.reset(seed=ep)
+        np.testing.assert_allclose(env.model.dof_damping, 2.3 * nominal.dof_damping)
+        np.testing.assert_allclose(env.model.dof_armature, 1.5 * nominal.dof_armature)
+        np.testing.assert_allclose(env.model.actuator_gainprm[:, 0], 0.78 * nominal.actuator_gainprm[:, 0])
+        np.testing.assert_allclose(env.model.actuator_biasprm[:, 1], -0.78 * nominal.actuator_gainprm[:, 0])
+        np.testing.assert_allclose(env.model.body_mass, 1.15 * nominal.body_mass)
+
+
+def test_stand_in_delays_commands_by_the_plant_latency() -> None:
+    cfg = load_config("reach")
+    plant = parse_plant({"params": {"action_latency": {"range": [2, 2], "mode": "set"}}})
+    late, ref = StandInEnv(cfg, plant, seed=3), RobotEnv(cfg, DRSpec(enabled=False), seed=3)
+    late.reset(seed=3)
+    ref.reset(seed=3)
+    held = late.data.ctrl.copy()
+    ctrl_late, ctrl_ref = [], []
+    for a in np.random.default_rng(0).uniform(-1, 1, (8, 3)):
+        late.step(a)
+        ref.step(a)
+        ctrl_late.append(late.data.ctrl.copy())
+        ctrl_ref.append(ref.data.ctrl.copy())
+    np.testing.assert_allclose(ctrl_late[0], held)
+    np.testing.assert_allclose(ctrl_late[1], held)
+    np.testing.assert_allclose(ctrl_late[2:], ctrl_ref[:-2])
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "what"),
+    [
+        ("params:\n  joint_dampin: {range: [2, 2]}\n", "p.yaml:2", "unknown DR parameter 'joint_dampin'"),
+        ("params:\n  joint_damping: {range: [1, 2]}\n", "p.yaml:2", "use range: [v, v]"),
+        ("params:\n  action_latency: {range: [1.5, 1.5], mode: set}\n", "p.yaml:2", "whole number"),
+        ("params:\n  joint_damping: {rnage: [2, 2]}\n", "p.yaml:2", "unknown key 'rnage'"),
+    ],
+    ids=["typo-name", "not-fixed", "fractional-latency", "typo-key"],
+)
+def test_plant_typos_are_one_line_errors(cli, tmp_path: Path, text: str, where: str, what: str) -> None:
+    bad = tmp_path / "p.yaml"
+    bad.write_text(text)
+    with pytest.raises(UserError):
+        load_plant(bad)
+    _assert_one_line_error(cli("eval", "somerun", "--plant", str(bad)), where, what)
+    _assert_one_line_error(cli("gap", "somerun", "--plant", str(bad)), where, what)
+
+
+def test_excitation_stays_inside_limits_and_saturates_the_servos() -> None:
+    robot = load_robot("arm3", need_ee=False)
+    low, high = robot.joint_low, robot.joint_high
+    sig = Excitation(low, high, 30.0, seed=1)
+    start = robot.home_qpos[robot.qpos_idx]
+    t = np.arange(0, 30, 0.04)
+    sp = np.array([sig(x, start) for x in t])
+    assert (sp >= low).all() and (sp <= high).all()
+    np.testing.assert_allclose(sp[0], start)
+    # step sizes well above the saturation threshold (force limit / kp = 0.2 rad on arm3) occur
+    jumps = np.abs(np.diff(sig.levels[0]))
+    assert (jumps > 0.26).mean() > 0.3
+
+
+@pytest.mark.slow
+def test_fit_recovers_a_known_plant_from_an_in_process_recording(tmp_path: Path, cli) -> None:
+    robot = load_robot("arm3", need_ee=False)
+    bag = tmp_path / "rec"
+    record_plant(robot, load_plant(HIDDEN), 30.0, bag)
+    proc = cli("sysid", "fit", str(bag), "--robot", "arm3", "--out", str(tmp_path / "fit"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    print({k: out[k] for k in ("params", "rmse_before", "rmse_after", "weakly_identifiable", "seconds")})
+    assert out["action_latency"] == 2
+    assert out["rmse_after"] <= 0.2 * out["rmse_before"]
+    assert abs(out["params"]["joint_damping"] / 2.3 - 1) < 0.15
+    assert abs(out["params"]["actuator_gain"] / 0.78 - 1) < 0.15
+    for f in ("fit.yaml", "dr.yaml", "overlay_before.png", "overlay_after.png", "fit.json"):
+        assert (tmp_path / "fit" / f).is_file()
+    fitted = load_plant(tmp_path / "fit" / "fit.yaml")  # the fit is a valid plant file ...
+    assert fitted.action_latency == 2
+    from embodied_ws.config.loader import load_dr
+
+    dr = load_dr(str(tmp_path / "fit" / "dr.yaml"))  # ... and dr.yaml a valid DR file centred on it
+    gain = dr.get("actuator_gain")
+    assert gain.low < out["params"]["actuator_gain"] < gain.high
+    assert dr.get("action_latency").low == 2
