@@ -1,9 +1,16 @@
-"""Typed configuration: dataclasses for every section of a run's YAML (also mapped to ROS parameters)."""
+"""Typed configuration: dataclasses for every section of a run's YAML (also mapped to ROS parameters).
+
+String choices are ``Literal[...]`` annotations: the loader validates every value against its field's
+annotation in one place (``embodied_ws.config.loader``), so a choice is declared here and nowhere else.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+#: names of the vec-env backends registered in ``embodied_ws.rl.backends.BACKENDS`` (a test keeps both in step)
+VecEnvName = Literal["mujoco", "subproc", "dummy", "ros"]
 
 
 @dataclass
@@ -33,7 +40,7 @@ class EnvConfig:
     task: str = "reach"
     frame_skip: int = 20
     episode_steps: int = 50
-    action_mode: str = "delta"
+    action_mode: Literal["delta", "absolute"] = "delta"
     delta_scale: float = 0.1
     camera_obs: bool = False
     camera: str = ""
@@ -78,7 +85,7 @@ class PPOConfig:
     """
 
     learning_rate: float = 3e-4
-    lr_schedule: str = "constant"
+    lr_schedule: Literal["constant", "linear"] = "constant"
     n_steps: int = 64
     batch_size: int = 256
     n_epochs: int = 10
@@ -115,7 +122,8 @@ class TrainConfig:
 
     :param total_timesteps: env-step budget
     :param n_envs: parallel envs
-    :param vec_env: ``mujoco`` (batched rollout, fastest), ``subproc`` or ``dummy``
+    :param vec_env: backend name from ``embodied_ws.rl.backends``: ``mujoco`` (batched rollout, fastest),
+        ``subproc``, ``dummy`` or ``ros`` (the ROS topic contract, one env)
     :param seed: master seed (envs, DR, PPO)
     :param normalize_obs: wrap in VecNormalize (observation statistics saved with checkpoints)
     :param checkpoint_every: env steps between checkpoints (0: only at the end)
@@ -130,7 +138,7 @@ class TrainConfig:
 
     total_timesteps: int = 300_000
     n_envs: int = 32
-    vec_env: str = "mujoco"
+    vec_env: VecEnvName = "mujoco"
     seed: int = 0
     normalize_obs: bool = True
     checkpoint_every: int = 50_000
@@ -158,13 +166,13 @@ class RosConfig:
     :param stale_s: realtime: a state older than this is stale (counted; lost after ``timeout_s``)
     """
 
-    mode: str = "lockstep"
+    mode: Literal["lockstep", "realtime"] = "lockstep"
     sim_node: str = "/mujoco_sim_node"
     controller: str = "joint_group_position_controller"
     command_topic: str = ""
     timeout_s: float = 1.0
     retries: int = 3
-    on_lost: str = "stop"
+    on_lost: Literal["stop", "wait"] = "stop"
     lost_wait_s: float = 30.0
     stale_s: float = 0.2
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from embodied_ws.rl.backends import BACKENDS
+
 TRUE = ("true", "1", "yes", True)
 
 
@@ -91,9 +93,12 @@ def train_plan(
     use_sim_time: Any = False,
     name: str = "ros_run",
 ) -> list[NodeSpec]:
-    """trainer_node, plus mujoco_sim_node in lockstep mode when training through ROS topics."""
-    if backend not in ("mujoco", "ros"):
-        raise ValueError(f"backend must be mujoco or ros, got {backend!r}")
+    """trainer_node, plus mujoco_sim_node in lockstep mode when the backend trains through ROS topics.
+
+    :param backend: a registered backend name (``embodied_ws.rl.backends.BACKENDS``)
+    :raises UnknownNameError: no such backend
+    """
+    uses_topics = BACKENDS.get(backend, "backend").ros_topics
     trainer = NodeSpec(
         "trainer_node",
         "trainer_node",
@@ -106,7 +111,7 @@ def train_plan(
             "use_sim_time": _flag(use_sim_time),
         },
     )
-    if backend == "mujoco":
+    if not uses_topics:
         return [trainer]
     return [*sim_plan(robot, task, config, mode="lockstep", use_sim_time=use_sim_time), trainer]
 

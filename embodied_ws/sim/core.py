@@ -108,6 +108,11 @@ class EnvCore:
         self._no_env = np.zeros(n, dtype=bool)
         self._act_noise_on = self._obs_noise_on = False
 
+    @property
+    def delta_actuators(self) -> np.ndarray:
+        """Bool per actuator: its actions move a set-point (delta mode servos) rather than set it."""
+        return self._delta
+
     # ----------------------------------------------------------------- seeding and state
     def seed(self, seed: int | None) -> None:
         """(Re)create every random stream from ``seed``: env ``i`` gets child streams of it."""

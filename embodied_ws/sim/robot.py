@@ -221,6 +221,16 @@ def load_robot(
     )
 
 
+def published_joints(model: mujoco.MjModel) -> list[int]:
+    """Hinge and slide joints: what ``/joint_states`` carries (free/ball joints are not in the topic contract).
+
+    :param model: the robot's model
+    :returns: joint ids in model order
+    """
+    kinds = (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE)
+    return [j for j in range(model.njnt) if mujoco.mjtJoint(int(model.jnt_type[j])) in kinds]
+
+
 def _home_qpos(model: mujoco.MjModel) -> np.ndarray:
     """The ``home`` keyframe's qpos when the model has one, else the model's qpos0."""
     key = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_KEY, "home")
