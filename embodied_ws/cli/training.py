@@ -107,8 +107,8 @@ def register(add_verb: AddVerb) -> None:
     t.add_argument("--config", default="reach", help="preset under config/train or a YAML path (default: reach)")
     t.add_argument(
         "--robot",
-        help="robot name, or an MJCF/URDF/xacro path (shortcut for --set env.robot=...); its end effector is auto-detected "
-        "unless --set task.ee_body=NAME is given",
+        help="robot name, or an MJCF/URDF/xacro path (shortcut for --set env.robot=...); its end effector is "
+        "auto-detected unless --set task.ee_body=NAME is given",
     )
     add_robot_options(t)
     t.add_argument("--task", help="task name (shortcut for --set env.task=...)")

@@ -25,9 +25,9 @@ from embodied_ws.core.atomic import write_bytes_atomic
 from embodied_ws.core.errors import EnvLost, UserError
 from embodied_ws.rl import callbacks as cb
 from embodied_ws.rl.backends import backend_for, env_hooks, make_vec_env
-from embodied_ws.sim.urdf import save_generated_model
 from embodied_ws.rl.checkpoint import latest_checkpoint, load_vecnormalize, read_state, restore_rng, save_checkpoint
 from embodied_ws.rl.ppo import make_training_env, ppo_kwargs, resolve_device
+from embodied_ws.sim.urdf import save_generated_model
 
 
 @dataclass
