@@ -24,6 +24,7 @@ VERB_MODULES: tuple[str, ...] = (
     "sysid",
     "data",
     "vla",
+    "deploy",
 )
 
 AddVerb = Callable[[str, Callable[[argparse.Namespace], int], str, str], argparse.ArgumentParser]

@@ -212,6 +212,22 @@ def validate(cfg: RunConfig) -> None:
     ):
         if getattr(cfg.train, key) < 0:
             raise ConfigError(f"must be >= 0, got {getattr(cfg.train, key)}", f"train.{key}")
+    validate_deploy(cfg)
+
+
+def validate_deploy(cfg: RunConfig) -> None:
+    """Range checks of the ``deploy`` section (rates, limits, timeouts)."""
+    d = cfg.deploy
+    for key in ("max_step", "max_velocity", "state_timeout_s", "diagnostics_hz"):
+        if not getattr(d, key) > 0:
+            raise ConfigError(f"must be > 0, got {getattr(d, key)}", f"deploy.{key}")
+    for key in ("rate_hz", "soft_start_s", "inference_timeout_s"):
+        if not getattr(d, key) >= 0:
+            raise ConfigError(f"must be >= 0, got {getattr(d, key)}", f"deploy.{key}")
+    if not 0.0 <= d.limit_margin < 0.5:
+        raise ConfigError(f"must be in [0, 0.5), got {d.limit_margin}", "deploy.limit_margin")
+    if d.on_state_timeout not in ("hold", "safe_pose"):
+        raise ConfigError(f"must be hold or safe_pose, got {d.on_state_timeout!r}", "deploy.on_state_timeout")
 
 
 def _validate_vla(cfg: RunConfig) -> None:

@@ -236,8 +236,52 @@ class VLAConfig:
 
 
 @dataclass
+class DeployConfig:
+    """Running an exported policy on a robot (``embodied-ws deploy``, ``policy_node``): rate, topics, safety envelope.
+
+    Commands are in the actuators' units (rad for the usual joint position servos).
+
+    :param robot: robot driven (name or MJCF path); empty: the policy's own robot. Its observation
+        layout must match the policy's
+    :param rate_hz: control-loop rate; 0: the policy's control rate
+    :param controller: ros2_control controller name; commands go to ``/<controller>/commands``
+    :param command_topic: override of the command topic
+    :param dry_run: compute and log commands but publish none
+    :param limits_file: YAML with per-joint ``lower``/``upper`` (and optional ``max_velocity``) tighter
+        than the model's (empty: the policy's joint limits and the model's control ranges)
+    :param limit_margin: fraction of each joint range kept free at both ends
+    :param max_step: largest change of a command between two ticks
+    :param max_velocity: largest command velocity (units per second); the tighter of this and
+        ``max_step`` per tick applies
+    :param soft_start_s: after activation, ramp from the measured pose to the policy over this many seconds
+    :param state_timeout_s: no new ``/joint_states`` for this long trips the state watchdog
+        (at least two control periods)
+    :param on_state_timeout: ``hold`` (repeat the last safe command) or ``safe_pose``
+    :param safe_pose: command to move to on a state timeout in ``safe_pose`` mode (empty: the model's home pose)
+    :param inference_timeout_s: observation + policy time above this drops the command and holds (0: off)
+    :param diagnostics_hz: rate of ``/diagnostics`` reports (events are also reported at once)
+    """
+
+    robot: str = ""
+    rate_hz: float = 0.0
+    controller: str = "joint_group_position_controller"
+    command_topic: str = ""
+    dry_run: bool = False
+    limits_file: str = ""
+    limit_margin: float = 0.02
+    max_step: float = 0.1
+    max_velocity: float = 2.0
+    soft_start_s: float = 2.0
+    state_timeout_s: float = 0.25
+    on_state_timeout: str = "hold"
+    safe_pose: list[float] = field(default_factory=list)
+    inference_timeout_s: float = 0.02
+    diagnostics_hz: float = 1.0
+
+
+@dataclass
 class RunConfig:
-    """A whole run: env, task, DR (a file under ``config/dr`` or an inline mapping), PPO, training and VLA."""
+    """A whole run: env, task, DR (a file under ``config/dr`` or an inline mapping), PPO, training, VLA, deployment."""
 
     env: EnvConfig = field(default_factory=EnvConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
@@ -246,3 +290,4 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     ros: RosConfig = field(default_factory=RosConfig)
     vla: VLAConfig = field(default_factory=VLAConfig)
+    deploy: DeployConfig = field(default_factory=DeployConfig)

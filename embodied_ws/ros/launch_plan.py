@@ -52,6 +52,14 @@ TRAIN_ARGS = {
     "name": "ros_run",
 }
 GAZEBO_ARGS = {"robot": "arm3", "use_sim_time": "true"}
+DEPLOY_ARGS = {
+    "policy": "",
+    "dry_run": "false",
+    "autostart": "true",
+    "controller": "",
+    "rate_hz": "",
+    "use_sim_time": "false",
+}
 
 
 def _flag(value: Any) -> bool:
@@ -152,3 +160,30 @@ def gazebo_plan(
             arguments=("joint_group_position_controller", "--param-file", str(assets.controllers)),
         ),
     ]
+
+
+def deploy_plan(
+    policy: str = "",
+    dry_run: Any = False,
+    autostart: Any = True,
+    controller: str = "",
+    rate_hz: Any = "",
+    use_sim_time: Any = False,
+) -> list[NodeSpec]:
+    """policy_node for ``deploy.launch.py``; ``autostart`` configures and activates it (no lifecycle manager).
+
+    Empty ``controller``/``rate_hz`` keep the run's ``deploy`` settings.
+    """
+    if not str(policy).strip():
+        raise ValueError("policy:=RUN_OR_POLICY_DIR is required")
+    params: dict[str, Any] = {
+        "policy": str(policy),
+        "dry_run": _flag(dry_run),
+        "autostart": _flag(autostart),
+        "use_sim_time": _flag(use_sim_time),
+    }
+    if str(controller).strip():
+        params["deploy.controller"] = str(controller)
+    if str(rate_hz).strip():
+        params["deploy.rate_hz"] = float(rate_hz)
+    return [NodeSpec("policy_node", "policy_node", params)]
