@@ -41,6 +41,7 @@ setup(
             "mujoco_sim_node = embodied_ws.ros.nodes.mujoco_sim_node:main",
             "trainer_node = embodied_ws.ros.nodes.trainer_node:main",
             "lossy_relay = embodied_ws.ros.nodes.lossy_relay:main",
+            "policy_node = embodied_ws.ros.nodes.policy_node:main",
         ]
     },
 )

@@ -22,7 +22,8 @@ from pathlib import Path
 import torch
 
 from embodied_ws.config.loader import load_config, load_dr
-from embodied_ws.rl.train import make_training_env, ppo_kwargs, train
+from embodied_ws.rl.ppo import make_training_env, ppo_kwargs
+from embodied_ws.rl.train import train
 
 
 def plain_sb3(cfg) -> float:

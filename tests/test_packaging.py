@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from ros_helpers import isolate_dds
+
+pytestmark = pytest.mark.slow  # a colcon build
 
 ROOT = Path(__file__).resolve().parents[1]
 NODES = ["mujoco_sim_node", "trainer_node", "lossy_relay"]
@@ -79,8 +80,8 @@ def test_ament_index_finds_the_share_directory(install: Path) -> None:
     assert resolved == share and module.startswith(str(install))
 
 
+@pytest.mark.ros
 def test_a_node_starts_from_lib(install: Path) -> None:
-    isolate_dds()
     exe = install / "embodied_ws" / "lib" / "embodied_ws" / "mujoco_sim_node"
     proc = subprocess.Popen(
         [sys.executable, str(exe), "--ros-args", "-p", "mode:=lockstep"],

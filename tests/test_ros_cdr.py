@@ -6,11 +6,16 @@ import struct
 
 import numpy as np
 import pytest
-from rclpy.serialization import deserialize_message, serialize_message
-from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray, MultiArrayDimension
+from conftest import NO_RCLPY
 
-from embodied_ws.ros import cdr
+pytest.importorskip("rclpy", reason=NO_RCLPY)
+pytestmark = pytest.mark.ros
+
+from rclpy.serialization import deserialize_message, serialize_message  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from std_msgs.msg import Float64MultiArray, MultiArrayDimension  # noqa: E402
+
+from embodied_ws.ros import cdr  # noqa: E402
 
 NAMES = ["shoulder_yaw", "a", "elbow_pitch_long"]  # lengths that need padding between strings
 

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from embodied_ws.config.loader import load_config
+from embodied_ws.core.errors import UnknownNameError
 from embodied_ws.ros.launch_plan import (
     SIM_ARGS,
     TRAIN_ARGS,
@@ -23,7 +24,6 @@ from embodied_ws.ros.launch_plan import (
     sim_plan,
     train_plan,
 )
-from embodied_ws.ros.params import flat_fields
 from embodied_ws.sim.gazebo import write_assets
 from embodied_ws.sim.robot import load_robot
 
@@ -38,10 +38,13 @@ def _console_scripts() -> set[str]:
 
 
 def _declared(executable: str) -> set[str]:
+    from embodied_ws.ros.params import flat_fields
+
     module = importlib.import_module(f"embodied_ws.ros.nodes.{executable}")
     return set(module.PARAMETERS) | set(flat_fields(load_config())) | {"use_sim_time"}
 
 
+@pytest.mark.ros
 @pytest.mark.parametrize(
     "plan,args",
     [(sim_plan, SIM_ARGS), (train_plan, TRAIN_ARGS), (train_plan, {**TRAIN_ARGS, "backend": "ros"})],
@@ -59,7 +62,7 @@ def test_train_plan_ros_backend_runs_the_sim_in_lockstep() -> None:
     specs = train_plan(backend="ros")
     assert [s.executable for s in specs] == ["mujoco_sim_node", "trainer_node"]
     assert specs[0].parameters["mode"] == "lockstep"
-    with pytest.raises(ValueError):
+    with pytest.raises(UnknownNameError, match="unknown backend 'carla'"):
         train_plan(backend="carla")
 
 

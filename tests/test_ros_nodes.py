@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,14 +15,14 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import train_cmd
-from ros_helpers import ROOT, isolate_dds, start_node, stop, wait_until
+from ros_helpers import ROOT, start_node, stop, wait_until
 
 from embodied_ws.config.loader import load_config, load_dr
 from embodied_ws.core.errors import EnvLost
 from embodied_ws.rl.checkpoint import latest_checkpoint, read_state
 from embodied_ws.sim.env import RobotEnv
 
-isolate_dds()
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 
 def _ros_env(*overrides: str, seed: int = 7):
@@ -275,3 +276,63 @@ def test_trainer_node_publishes_progress_and_serves_save_and_stop(tmp_path: Path
         node.destroy_node()
         rclpy.try_shutdown(context=ctx)
         stop(trainer)
+
+
+# mujoco_sim_node whose ~/reset reply has no episode number (as any other simulator may answer)
+QUIET_SIM = """
+import sys
+from embodied_ws.ros.nodes import mujoco_sim_node as m
+class QuietSim(m.MujocoSimNode):
+    def _on_reset(self, request, response):
+        response = super()._on_reset(request, response)
+        response.message = "reset done"
+        return response
+m.MujocoSimNode = QuietSim
+sys.exit(m.main(sys.argv))
+"""
+
+
+def test_reset_reply_without_episode_id_episode_comes_from_the_task_topic() -> None:
+    sim = subprocess.Popen(
+        [sys.executable, "-c", QUIET_SIM, "--ros-args", "-p", "mode:=lockstep", "-p", "seed:=7"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    env = None
+    try:
+        env, cfg = _ros_env(seed=7)
+        ref = RobotEnv(cfg, load_dr(cfg.dr), seed=7)
+        for episode in (1, 2):  # the second reset must wait for episode 2's task, not take episode 1's again
+            a_obs, _ = env.reset()
+            b_obs, _ = ref.reset()
+            np.testing.assert_allclose(a_obs, b_obs, atol=1e-9)
+            assert env.link.episode == episode
+            for _ in range(3):
+                a_obs = env.step(np.full(3, 0.5))[0]
+                b_obs = ref.step(np.full(3, 0.5))[0]
+            np.testing.assert_allclose(a_obs, b_obs, atol=1e-9)
+    finally:
+        if env is not None:
+            env.close()
+        out = stop(sim)
+    assert "Traceback" not in out
+
+
+@pytest.mark.parametrize(
+    "case,exit_code,logged",
+    [("resume", 2, "no complete checkpoint to resume from"), ("runs-is-a-file", 1, "NotADirectoryError")],
+)
+def test_trainer_node_error_in_training_thread_is_logged_and_sets_exit_code(
+    tmp_path: Path, case: str, exit_code: int, logged: str
+) -> None:
+    (tmp_path / "file").write_text("not a folder")
+    runs = tmp_path / "file" if case == "runs-is-a-file" else tmp_path
+    params = ["name:=broken", f"runs:={runs}", "train.total_timesteps:=256", "train.n_envs:=2"]
+    trainer = start_node("trainer_node", *params, *(["resume:=true"] if case == "resume" else []))
+    try:
+        assert trainer.wait(timeout=180) == exit_code
+    finally:
+        out = stop(trainer)
+    assert "training stopped: " in out and logged in out, out[-2000:]

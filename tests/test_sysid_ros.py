@@ -9,14 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from ros_helpers import ROOT, isolate_dds, start_node, stop, wait_until
-
-isolate_dds()
+from ros_helpers import ROOT, start_node, stop, wait_until
 
 HIDDEN = ROOT / "tests" / "fixtures" / "plants" / "hidden.yaml"
 ARM3_XML = ROOT / "models" / "arm3" / "scene.xml"
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.slow]  # real nodes, recordings and fits
 
 
 def _cli(*args: str) -> subprocess.Popen:

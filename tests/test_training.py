@@ -18,6 +18,8 @@ from embodied_ws.deploy.policy import ExportedPolicy
 from embodied_ws.rl.checkpoint import latest_checkpoint, read_state
 from embodied_ws.rl.train import train
 
+pytestmark = pytest.mark.slow  # real PPO runs
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

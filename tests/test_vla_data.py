@@ -10,7 +10,7 @@ from test_cli_errors import _assert_one_line_error
 
 from embodied_ws.data.convert import bag_to_dataset, dataset_to_bag
 from embodied_ws.data.record import record_demos
-from embodied_ws.data.rosbag_io import BagWriter, read_topics
+from embodied_ws.data.rosbag_io import ContractWriter, read_topics
 
 JOINTS = ["base_yaw", "shoulder", "elbow"]
 CMD = "/joint_group_position_controller/commands"
@@ -58,18 +58,26 @@ def _synthetic_bag(path: Path, topics: tuple[str, ...] = ("/joint_states", CMD, 
     )
     cmd_t = cam_t - 1_000_000
     cmds = rng.uniform(-1, 1, (58, 3))
-    with BagWriter(path) as w:
-        w.string("/embodied/instruction", int(t0), "touch the green ball")
-        for t, q in zip(js_t, js_q, strict=True):
-            if "/joint_states" in topics:
-                w.joint_state("/joint_states", int(t), names, q)
-        for k, t in enumerate(cam_t):
-            if CMD in topics:
-                w.float_array(CMD, int(cmd_t[k]), cmds[k])
-            if "/camera/image_raw" in topics:
-                img = np.full((24, 32, 3), k * 4, dtype=np.uint8)
-                img[0, 0] = (255, 0, k)
-                w.image("/camera/image_raw", int(t), img)
+    events = [(int(t0), 0, "instr", None)]
+    if "/joint_states" in topics:
+        events += [(int(t), 1, "js", q) for t, q in zip(js_t, js_q, strict=True)]
+    for k, t in enumerate(cam_t):
+        if CMD in topics:
+            events.append((int(cmd_t[k]), 2, "cmd", cmds[k]))
+        if "/camera/image_raw" in topics:
+            img = np.full((24, 32, 3), k * 4, dtype=np.uint8)
+            img[0, 0] = (255, 0, k)
+            events.append((int(t), 3, "img", img))
+    with ContractWriter(path) as w:  # in time order, as a recorder writes them
+        for t, _, kind, value in sorted(events, key=lambda e: (e[0], e[1])):
+            if kind == "instr":
+                w.string("/embodied/instruction", t, "touch the green ball")
+            elif kind == "js":
+                w.joint_state("/joint_states", t, names, value)
+            elif kind == "cmd":
+                w.float_array(CMD, t, value)
+            else:
+                w.image("/camera/image_raw", t, value)
     return {"js_t": js_t, "js_q": js_q, "names": names, "cam_t": cam_t}
 
 

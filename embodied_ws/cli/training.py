@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from embodied_ws.cli.robot import add_robot_options
 from embodied_ws.core.errors import UserError
 
 if TYPE_CHECKING:
     from embodied_ws.cli import AddVerb
+    from embodied_ws.config.schema import RunConfig
+    from embodied_ws.sim.core import EnvCore
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -20,6 +24,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
     overrides = list(args.set or [])
     if args.robot:
         overrides.append(f"env.robot={args.robot}")
+        # a preset names its own robot's end effector; another robot gets its own, auto-detected (reported below)
+        if not args.resume and not any(s.partition("=")[0].strip() == "task.ee_body" for s in overrides):
+            overrides.append("task.ee_body=")
     if args.task:
         overrides.append(f"env.task={args.task}")
     if args.ray_address:
@@ -32,7 +39,16 @@ def _cmd_train(args: argparse.Namespace) -> int:
         cfg = load_config(saved, overrides)
     else:
         cfg = load_config(args.config, overrides)
-    check_setup(cfg)
+    cfg.env.robot_args += args.robot_arg
+    cfg.env.package_paths += [str(Path(p).expanduser().resolve()) for p in args.package_path]
+    core = check_setup(cfg)
+    if not cfg.task.ee_body and core.robot.ee_body:
+        cfg.task.ee_body = core.robot.ee_body  # the run's config.yaml records the choice
+        print(
+            f"end effector: {core.robot.ee_body} (auto-detected in {core.robot.name}; "
+            "choose another with --set task.ee_body=NAME)",
+            file=sys.stderr,
+        )
     summary = train(cfg, args.name, Path(args.runs), resume=args.resume, progress=not args.json)
     brief = {k: summary[k] for k in ("name", "steps", "final_success", "physics_resets", "interrupted")}
     brief["env_steps_per_s"] = round(summary["time"]["env_steps_per_s"], 1)
@@ -42,12 +58,16 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def check_setup(cfg: object) -> None:
-    """Build the robot, task and DR once so bad names/models fail before any training starts."""
+def check_setup(cfg: RunConfig) -> EnvCore:
+    """Build the robot, task and DR once so bad names/models fail before any training starts.
+
+    :param cfg: the run configuration
+    :returns: the env core built (its robot tells the end effector chosen)
+    """
     from embodied_ws.config.loader import load_dr
     from embodied_ws.sim.core import EnvCore
 
-    EnvCore(cfg, load_dr(cfg.dr), 1, 0)  # type: ignore[arg-type]
+    return EnvCore(cfg, load_dr(cfg.dr), 1, 0)
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
@@ -85,7 +105,12 @@ def register(add_verb: AddVerb) -> None:
         "example: embodied-ws train --config reach --name reach1 --set train.total_timesteps=200000",
     )
     t.add_argument("--config", default="reach", help="preset under config/train or a YAML path (default: reach)")
-    t.add_argument("--robot", help="robot name or MJCF path (shortcut for --set env.robot=...)")
+    t.add_argument(
+        "--robot",
+        help="robot name, or an MJCF/URDF/xacro path (shortcut for --set env.robot=...); its end effector is "
+        "auto-detected unless --set task.ee_body=NAME is given",
+    )
+    add_robot_options(t)
     t.add_argument("--task", help="task name (shortcut for --set env.task=...)")
     t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config value; repeatable")
     t.add_argument("--name", default="default", help="run name: folder under --runs (default: default)")

@@ -6,7 +6,7 @@ import dataclasses
 import types
 import typing
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 import yaml
 
@@ -46,6 +46,8 @@ def _type_ok(value: Any, tp: Any) -> tuple[bool, Any]:
     origin = typing.get_origin(tp)
     if tp is Any:
         return True, value
+    if origin is Literal:  # a string choice: the annotation is the one list of allowed values
+        return value in typing.get_args(tp), value
     if origin in (Union, types.UnionType):
         for arm in typing.get_args(tp):
             ok, conv = _type_ok(value, arm)
@@ -75,6 +77,8 @@ def _type_ok(value: Any, tp: Any) -> tuple[bool, Any]:
 
 
 def _type_name(tp: Any) -> str:
+    if typing.get_origin(tp) is Literal:
+        return "one of " + ", ".join(map(str, typing.get_args(tp)))
     return str(tp).replace("typing.", "").replace("<class '", "").replace("'>", "")
 
 
@@ -177,28 +181,18 @@ _POSITIVE = {
 
 
 def validate(cfg: RunConfig) -> None:
-    """Range checks the types cannot express; raises a one-line :class:`ConfigError`."""
+    """Range checks the types cannot express; raises a one-line :class:`ConfigError`.
+
+    String choices are checked from their ``Literal`` annotations while filling (:func:`_type_ok`); what a
+    backend allows (e.g. ``ros``: one env) is checked by the backend registry when the envs are built.
+    """
     for key, get in _POSITIVE.items():
         if get(cfg) <= 0:
             raise ConfigError(f"must be > 0, got {get(cfg)}", key)
-    if cfg.train.vec_env not in ("mujoco", "subproc", "dummy", "ros"):
-        raise ConfigError(f"must be mujoco, subproc, dummy or ros, got {cfg.train.vec_env!r}", "train.vec_env")
-    if cfg.train.vec_env == "ros" and cfg.train.n_envs != 1:
-        raise ConfigError(
-            f"the ROS-topic env drives one simulator: set train.n_envs=1 (got {cfg.train.n_envs})", "train.n_envs"
-        )
-    if cfg.ros.mode not in ("lockstep", "realtime"):
-        raise ConfigError(f"must be lockstep or realtime, got {cfg.ros.mode!r}", "ros.mode")
-    if cfg.ros.on_lost not in ("stop", "wait"):
-        raise ConfigError(f"must be stop or wait, got {cfg.ros.on_lost!r}", "ros.on_lost")
     if not 0.0 <= cfg.task.target_joint_margin < 0.5:
         raise ConfigError(f"must be in [0, 0.5), got {cfg.task.target_joint_margin}", "task.target_joint_margin")
-    if cfg.env.action_mode not in ("delta", "absolute"):
-        raise ConfigError(f"must be delta or absolute, got {cfg.env.action_mode!r}", "env.action_mode")
     if not 0.0 < cfg.env.delta_scale <= 2.0:
         raise ConfigError(f"must be in (0, 2], got {cfg.env.delta_scale}", "env.delta_scale")
-    if cfg.ppo.lr_schedule not in ("constant", "linear"):
-        raise ConfigError(f"must be constant or linear, got {cfg.ppo.lr_schedule!r}", "ppo.lr_schedule")
     if not 0.0 < cfg.ppo.gamma <= 1.0:
         raise ConfigError(f"must be in (0, 1], got {cfg.ppo.gamma}", "ppo.gamma")
     if cfg.train.target_success is not None and not 0.0 <= cfg.train.target_success <= 1.0:
@@ -218,6 +212,22 @@ def validate(cfg: RunConfig) -> None:
     ):
         if getattr(cfg.train, key) < 0:
             raise ConfigError(f"must be >= 0, got {getattr(cfg.train, key)}", f"train.{key}")
+    validate_deploy(cfg)
+
+
+def validate_deploy(cfg: RunConfig) -> None:
+    """Range checks of the ``deploy`` section (rates, limits, timeouts)."""
+    d = cfg.deploy
+    for key in ("max_step", "max_velocity", "state_timeout_s", "diagnostics_hz"):
+        if not getattr(d, key) > 0:
+            raise ConfigError(f"must be > 0, got {getattr(d, key)}", f"deploy.{key}")
+    for key in ("rate_hz", "soft_start_s", "inference_timeout_s"):
+        if not getattr(d, key) >= 0:
+            raise ConfigError(f"must be >= 0, got {getattr(d, key)}", f"deploy.{key}")
+    if not 0.0 <= d.limit_margin < 0.5:
+        raise ConfigError(f"must be in [0, 0.5), got {d.limit_margin}", "deploy.limit_margin")
+    if d.on_state_timeout not in ("hold", "safe_pose"):
+        raise ConfigError(f"must be hold or safe_pose, got {d.on_state_timeout!r}", "deploy.on_state_timeout")
 
 
 def _validate_vla(cfg: RunConfig) -> None:

@@ -1,16 +1,26 @@
-"""Typed configuration: dataclasses for every section of a run's YAML (also mapped to ROS parameters)."""
+"""Typed configuration: dataclasses for every section of a run's YAML (also mapped to ROS parameters).
+
+String choices are ``Literal[...]`` annotations: the loader validates every value against its field's
+annotation in one place (``embodied_ws.config.loader``), so a choice is declared here and nowhere else.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+#: names of the vec-env backends registered in ``embodied_ws.rl.backends.BACKENDS`` (a test keeps both in step)
+VecEnvName = Literal["mujoco", "subproc", "dummy", "ros"]
 
 
 @dataclass
 class EnvConfig:
     """Which robot and task, and how the env runs.
 
-    :param robot: robot name from ``models/`` or a path to an MJCF file
+    :param robot: robot name from ``models/``, or a path to an MJCF, URDF (``.urdf``) or xacro (``.xacro``) file
+    :param robot_args: xacro arguments of a ``.xacro`` robot, as ``NAME:=VALUE`` strings
+    :param package_paths: folders holding ROS packages for ``$(find pkg)`` and ``package://pkg`` (searched
+        before ``AMENT_PREFIX_PATH`` and ``ROS_PACKAGE_PATH``)
     :param task: registered task name (``reach``, ``swingup``)
     :param frame_skip: physics steps per control step (control period = frame_skip × timestep)
     :param episode_steps: control steps before truncation
@@ -25,10 +35,12 @@ class EnvConfig:
     """
 
     robot: str = "arm3"
+    robot_args: list[str] = field(default_factory=list)
+    package_paths: list[str] = field(default_factory=list)
     task: str = "reach"
     frame_skip: int = 20
     episode_steps: int = 50
-    action_mode: str = "delta"
+    action_mode: Literal["delta", "absolute"] = "delta"
     delta_scale: float = 0.1
     camera_obs: bool = False
     camera: str = ""
@@ -73,7 +85,7 @@ class PPOConfig:
     """
 
     learning_rate: float = 3e-4
-    lr_schedule: str = "constant"
+    lr_schedule: Literal["constant", "linear"] = "constant"
     n_steps: int = 64
     batch_size: int = 256
     n_epochs: int = 10
@@ -110,7 +122,8 @@ class TrainConfig:
 
     :param total_timesteps: env-step budget
     :param n_envs: parallel envs
-    :param vec_env: ``mujoco`` (batched rollout, fastest), ``subproc`` or ``dummy``
+    :param vec_env: backend name from ``embodied_ws.rl.backends``: ``mujoco`` (batched rollout, fastest),
+        ``subproc``, ``dummy`` or ``ros`` (the ROS topic contract, one env)
     :param seed: master seed (envs, DR, PPO)
     :param normalize_obs: wrap in VecNormalize (observation statistics saved with checkpoints)
     :param checkpoint_every: env steps between checkpoints (0: only at the end)
@@ -125,7 +138,7 @@ class TrainConfig:
 
     total_timesteps: int = 300_000
     n_envs: int = 32
-    vec_env: str = "mujoco"
+    vec_env: VecEnvName = "mujoco"
     seed: int = 0
     normalize_obs: bool = True
     checkpoint_every: int = 50_000
@@ -153,13 +166,13 @@ class RosConfig:
     :param stale_s: realtime: a state older than this is stale (counted; lost after ``timeout_s``)
     """
 
-    mode: str = "lockstep"
+    mode: Literal["lockstep", "realtime"] = "lockstep"
     sim_node: str = "/mujoco_sim_node"
     controller: str = "joint_group_position_controller"
     command_topic: str = ""
     timeout_s: float = 1.0
     retries: int = 3
-    on_lost: str = "stop"
+    on_lost: Literal["stop", "wait"] = "stop"
     lost_wait_s: float = 30.0
     stale_s: float = 0.2
 
@@ -223,8 +236,52 @@ class VLAConfig:
 
 
 @dataclass
+class DeployConfig:
+    """Running an exported policy on a robot (``embodied-ws deploy``, ``policy_node``): rate, topics, safety envelope.
+
+    Commands are in the actuators' units (rad for the usual joint position servos).
+
+    :param robot: robot driven (name or MJCF path); empty: the policy's own robot. Its observation
+        layout must match the policy's
+    :param rate_hz: control-loop rate; 0: the policy's control rate
+    :param controller: ros2_control controller name; commands go to ``/<controller>/commands``
+    :param command_topic: override of the command topic
+    :param dry_run: compute and log commands but publish none
+    :param limits_file: YAML with per-joint ``lower``/``upper`` (and optional ``max_velocity``) tighter
+        than the model's (empty: the policy's joint limits and the model's control ranges)
+    :param limit_margin: fraction of each joint range kept free at both ends
+    :param max_step: largest change of a command between two ticks
+    :param max_velocity: largest command velocity (units per second); the tighter of this and
+        ``max_step`` per tick applies
+    :param soft_start_s: after activation, ramp from the measured pose to the policy over this many seconds
+    :param state_timeout_s: no new ``/joint_states`` for this long trips the state watchdog
+        (at least two control periods)
+    :param on_state_timeout: ``hold`` (repeat the last safe command) or ``safe_pose``
+    :param safe_pose: command to move to on a state timeout in ``safe_pose`` mode (empty: the model's home pose)
+    :param inference_timeout_s: observation + policy time above this drops the command and holds (0: off)
+    :param diagnostics_hz: rate of ``/diagnostics`` reports (events are also reported at once)
+    """
+
+    robot: str = ""
+    rate_hz: float = 0.0
+    controller: str = "joint_group_position_controller"
+    command_topic: str = ""
+    dry_run: bool = False
+    limits_file: str = ""
+    limit_margin: float = 0.02
+    max_step: float = 0.1
+    max_velocity: float = 2.0
+    soft_start_s: float = 2.0
+    state_timeout_s: float = 0.25
+    on_state_timeout: str = "hold"
+    safe_pose: list[float] = field(default_factory=list)
+    inference_timeout_s: float = 0.02
+    diagnostics_hz: float = 1.0
+
+
+@dataclass
 class RunConfig:
-    """A whole run: env, task, DR (a file under ``config/dr`` or an inline mapping), PPO, training and VLA."""
+    """A whole run: env, task, DR (a file under ``config/dr`` or an inline mapping), PPO, training, VLA, deployment."""
 
     env: EnvConfig = field(default_factory=EnvConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
@@ -233,3 +290,4 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     ros: RosConfig = field(default_factory=RosConfig)
     vla: VLAConfig = field(default_factory=VLAConfig)
+    deploy: DeployConfig = field(default_factory=DeployConfig)

@@ -30,7 +30,7 @@ from embodied_ws.data.dataset import (
     read_sidecar,
     write_sidecar,
 )
-from embodied_ws.data.rosbag_io import BagWriter, TopicData, read_topics
+from embodied_ws.data.rosbag_io import ContractWriter, TopicData, read_topics
 
 
 @dataclass
@@ -184,7 +184,7 @@ def dataset_to_bag(root: Path, out: Path, map_path: Path | None = None, progress
     period_ns = 1e9 / ds.fps
     ep_index = np.asarray(ds.hf_dataset.with_format(None)["episode_index"])
     next_start = 0
-    with BagWriter(out) as w:
+    with ContractWriter(out) as w:
         for ep in progress_iter(ds.num_episodes, "lerobot2bag", progress):
             idx = np.flatnonzero(ep_index == ep)
             t0 = round(starts[ep] * 1e9) if ep < len(starts) else next_start

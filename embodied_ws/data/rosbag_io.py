@@ -1,9 +1,8 @@
-"""rosbag2 (MCAP) reading and writing of the contract's message types through ``rosbags`` (no ROS install).
+"""Contract messages ↔ numpy for dataset conversion, over :mod:`embodied_ws.data.bag` (the bag IO).
 
-Only what dataset conversion needs: read every message of some topics as numpy (joint states, float
-arrays, rgb images, strings, each with its sample time), and write the same kinds back.
-Time stamps are in nanoseconds; a message with a header uses ``header.stamp``, others the bag's
-receive time.
+Reads every message of some topics as numpy (joint states, float arrays, rgb images, strings, each
+with its sample time in integer nanoseconds: ``header.stamp`` when the message has one, else the
+bag's receive time) and builds the same kinds of messages for :class:`embodied_ws.data.bag.BagWriter`.
 """
 
 from __future__ import annotations
@@ -15,18 +14,12 @@ from typing import Any
 import numpy as np
 
 from embodied_ws.core.errors import UserError
+from embodied_ws.data import bag as bagio
 
 JOINT_STATE = "sensor_msgs/msg/JointState"
 FLOAT_ARRAY = "std_msgs/msg/Float64MultiArray"
 IMAGE = "sensor_msgs/msg/Image"
 STRING = "std_msgs/msg/String"
-
-
-def typestore() -> Any:
-    """The ROS 2 Jazzy message definitions shipped with rosbags."""
-    from rosbags.typesys import Stores, get_typestore
-
-    return get_typestore(Stores.ROS2_JAZZY)
 
 
 @dataclass
@@ -69,58 +62,30 @@ def read_topics(bag: Path, topics: list[str]) -> dict[str, TopicData]:
 
     A folder that is not a bag, or a bag missing one of ``topics``, gives a one-line :class:`UserError`.
     """
-    from rosbags.rosbag2 import Reader
-
-    bag = Path(bag)
-    if not (bag / "metadata.yaml").is_file():
-        raise UserError("not a rosbag2 folder (no metadata.yaml)", str(bag))
-    store = typestore()
-    try:
-        reader = Reader(bag)
-        reader.open()
-    except Exception as exc:  # rosbags raises its own error types for unreadable bags
-        raise UserError(f"cannot open bag: {str(exc).splitlines()[0]}", str(bag)) from None
-    try:
-        present = {c.topic: c for c in reader.connections}
-        missing = [t for t in topics if t not in present]
-        if missing:
-            known = ", ".join(sorted(present)) or "none"
-            raise UserError(f"topic {missing[0]} not in the bag (topics: {known}); fix the --map file", str(bag))
-        out = {t: TopicData(present[t].msgtype) for t in topics}
-        conns = [present[t] for t in topics]
-        for conn, t_ns, raw in reader.messages(connections=conns):
-            msg = store.deserialize_cdr(raw, conn.msgtype)
-            td = out[conn.topic]
-            td.values.append(_decode(msg, conn.msgtype, td))
-            td.stamps.append(_stamp(msg, int(t_ns)))
-    finally:
-        reader.close()
+    info = bagio.bag_info(bag)
+    missing = [t for t in topics if t not in info.topics]
+    if missing:
+        known = ", ".join(sorted(info.topics)) or "none"
+        raise UserError(f"topic {missing[0]} not in the bag (topics: {known}); fix the --map file", str(bag))
+    out = {t: TopicData(info.topics[t][0]) for t in topics}
+    for topic, t_ns, msg in bagio.read_messages(bag, topics):
+        td = out[topic]
+        td.values.append(_decode(msg, td.msgtype, td))
+        td.stamps.append(_stamp(msg, int(t_ns)))
     return out
 
 
-class BagWriter:
-    """Write contract messages into a new rosbag2 (MCAP storage).
+class ContractWriter:
+    """Write contract messages built from numpy into a new rosbag2 (through :class:`bag.BagWriter`).
 
     :param path: bag folder to create (must not exist)
     """
 
     def __init__(self, path: Path) -> None:
-        from rosbags.rosbag2 import StoragePlugin, Writer
-
-        path = Path(path)
-        if path.exists():
-            raise UserError("output bag already exists", str(path))
-        self.store = typestore()
-        self.writer = Writer(path, version=9, storage_plugin=StoragePlugin.MCAP)
-        self.writer.open()
-        self._conns: dict[str, Any] = {}
+        self.writer = bagio.BagWriter(path, flush_s=5.0)
+        self.store = bagio.typestore()
         t = self.store.types
         self._Header, self._Time = t["std_msgs/msg/Header"], t["builtin_interfaces/msg/Time"]
-
-    def _conn(self, topic: str, msgtype: str) -> Any:
-        if topic not in self._conns:
-            self._conns[topic] = self.writer.add_connection(topic, msgtype, typestore=self.store)
-        return self._conns[topic]
 
     def _header(self, t_ns: int, frame_id: str = "") -> Any:
         return self._Header(
@@ -128,7 +93,9 @@ class BagWriter:
         )
 
     def _write(self, topic: str, msgtype: str, t_ns: int, msg: Any) -> None:
-        self.writer.write(self._conn(topic, msgtype), t_ns, self.store.serialize_cdr(msg, msgtype))
+        if topic not in self.writer.channels:
+            self.writer.add_topic(topic, msgtype)
+        self.writer.write(topic, t_ns, bytes(self.store.serialize_cdr(msg, msgtype)))
 
     def joint_state(self, topic: str, t_ns: int, names: list[str], position: np.ndarray) -> None:
         """A ``sensor_msgs/JointState`` with positions only."""
@@ -171,7 +138,7 @@ class BagWriter:
         """Finish the bag (writes ``metadata.yaml``)."""
         self.writer.close()
 
-    def __enter__(self) -> BagWriter:
+    def __enter__(self) -> ContractWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:

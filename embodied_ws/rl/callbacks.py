@@ -7,6 +7,7 @@ a plain SB3 script (measured by ``bench/train_throughput.py``).
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,8 @@ from typing import Any
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
-from embodied_ws.rl.checkpoint import save_checkpoint
-from embodied_ws.rl.vec import core_state, episode_success
+from embodied_ws.rl.backends import env_hooks
+from embodied_ws.rl.vec import episode_success
 
 
 class TimeBreakdown(BaseCallback):
@@ -73,18 +74,19 @@ class TimeBreakdown(BaseCallback):
         }
 
 
-class CheckpointEvery(BaseCallback):
-    """Save an atomic checkpoint every ``every`` env steps (checked at rollout ends)."""
+class _EveryNSteps(BaseCallback):
+    """Runs :meth:`_run` at the first rollout end at or past each multiple of ``every`` env steps (0: never).
 
-    def __init__(self, root: Path, every: int, keep: int, extra: Callable[[], dict[str, Any]]) -> None:
+    :param every: env steps between runs
+    """
+
+    def __init__(self, every: int) -> None:
         super().__init__()
-        self.root, self.every, self.keep, self.extra = root, every, keep, extra
+        self.every = every
         self.next = every
-        self.seconds = 0.0
-        self.saved: list[Path] = []
 
     def _init_callback(self) -> None:
-        if self.every:
+        if self.every:  # a resumed run continues the schedule from its step count
             self.next = (self.model.num_timesteps // self.every + 1) * self.every
 
     def _on_step(self) -> bool:
@@ -92,50 +94,66 @@ class CheckpointEvery(BaseCallback):
 
     def _on_rollout_end(self) -> None:
         if self.every and self.model.num_timesteps >= self.next:
-            self.save()
+            self._run()
             self.next += self.every * max(1, (self.model.num_timesteps - self.next) // self.every + 1)
 
-    def save(self) -> Path:
-        """Write a checkpoint now."""
-        t = time.perf_counter()
-        venv = self.model.get_env()
-        path = save_checkpoint(self.root, self.model, venv, {**self.extra(), "env": core_state(venv)}, self.keep)
-        self.saved.append(path)
-        self.seconds += time.perf_counter() - t
-        return path
+    def _run(self) -> None:
+        raise NotImplementedError
 
 
-class EvalSuccess(BaseCallback):
+class CheckpointEvery(_EveryNSteps):
+    """Call ``save`` (the run's checkpoint writer) every ``every`` env steps (checked at rollout ends).
+
+    :param save: writes a checkpoint now
+    :param every: env steps between checkpoints (0: never here)
+    """
+
+    def __init__(self, save: Callable[[], Path], every: int) -> None:
+        super().__init__(every)
+        self.save = save
+
+    def _run(self) -> None:
+        self.save()
+
+
+class EvalSuccess(_EveryNSteps):
     """Evaluate the deterministic policy on separate envs (DR on); stop once two evaluations in a row
     reach the target success rate (one 64-episode estimate is ±5 %: a single lucky one is not enough).
 
     :param eval_env: a vec env with one env per evaluation episode
     :param every: env steps between evaluations
     :param target: success rate that ends training early (None: never)
+    :param episodes: episodes per evaluation
+    :param history: where results are appended (a training run passes its state's list; default a new one)
     """
 
-    def __init__(self, eval_env: Any, every: int, target: float | None, episodes: int) -> None:
-        super().__init__()
-        self.eval_env, self.every, self.target, self.episodes = eval_env, every, target, episodes
-        self.next = every
-        self.history: list[dict[str, float]] = []
+    def __init__(
+        self,
+        eval_env: Any,
+        every: int,
+        target: float | None,
+        episodes: int,
+        history: list[dict[str, float]] | None = None,
+    ) -> None:
+        super().__init__(every)
+        self.eval_env, self.target, self.episodes = eval_env, target, episodes
+        self.history = history if history is not None else []
         self.seconds = 0.0
         self.reached = False
-
-    def _init_callback(self) -> None:
-        if self.every:
-            self.next = (self.model.num_timesteps // self.every + 1) * self.every
 
     def _on_step(self) -> bool:
         return not self.reached
 
-    def _on_rollout_end(self) -> None:
-        if self.every and self.model.num_timesteps >= self.next:
-            self.evaluate()
-            self.next += self.every * max(1, (self.model.num_timesteps - self.next) // self.every + 1)
+    def _run(self) -> None:
+        self.evaluate()
 
     def evaluate(self, env: Any = None, episodes: int | None = None, record: bool = True) -> dict[str, float]:
-        """Run evaluation episodes now (on ``env``, default the periodic eval env) and record the result."""
+        """Run evaluation episodes now and return the result row.
+
+        :param env: the vec env to evaluate on (default: the periodic eval env)
+        :param episodes: how many episodes (default: ``episodes`` of the constructor)
+        :param record: append the row to the history, log it and check the target
+        """
         t = time.perf_counter()
         from stable_baselines3.common.vec_env import VecNormalize
 
@@ -158,13 +176,25 @@ class EvalSuccess(BaseCallback):
         return row
 
 
+def curriculum_scale(curriculum_steps: int, num_timesteps: int) -> float:
+    """DR scale after ``num_timesteps`` env steps: linear from 0 to 1 over ``curriculum_steps`` (0: always 1).
+
+    :param curriculum_steps: ``train.curriculum_steps``
+    :param num_timesteps: env steps done
+    """
+    return 1.0 if not curriculum_steps else min(1.0, num_timesteps / curriculum_steps)
+
+
 class Curriculum(BaseCallback):
-    """Widen DR ranges linearly from 0 (nominal) to 1 (full) over ``steps`` env steps via ``env_method``."""
+    """Push the DR scale (:func:`curriculum_scale` of the step count) to the envs at each rollout start.
+
+    :param steps: ``train.curriculum_steps``
+    :param envs: vec envs implementing :class:`EnvHooks` (possibly wrapped)
+    """
 
     def __init__(self, steps: int, envs: list[Any]) -> None:
         super().__init__()
         self.steps, self.envs = steps, envs
-        self.scale = 0.0 if steps else 1.0
 
     def _on_training_start(self) -> None:
         self._push()
@@ -176,22 +206,47 @@ class Curriculum(BaseCallback):
         self._push()
 
     def _push(self) -> None:
-        self.scale = 1.0 if not self.steps else min(1.0, self.model.num_timesteps / self.steps)
+        scale = curriculum_scale(self.steps, self.model.num_timesteps)
         for venv in self.envs:
-            venv.env_method("set_dr_scale", self.scale)
+            env_hooks(venv).set_dr_scale(scale)
+
+
+class RecordEpisodes(BaseCallback):
+    """Record every finished training episode and physics reset into the run state.
+
+    :param state: the run state (``episodes``, ``physics_resets``) this writes into
+    """
+
+    def __init__(self, state: Any) -> None:
+        super().__init__()
+        self.state = state
+        self.recent_success: deque[float] = deque(maxlen=200)  # for display only (not run state)
+
+    def _on_step(self) -> bool:
+        for done, info in zip(self.locals["dones"], self.locals["infos"], strict=True):
+            if done:
+                self.recent_success.append(float(info.get("is_success", False)))
+                if "episode" in info:
+                    self.state.episodes.append((self.num_timesteps, round(float(info["episode"]["r"]), 4)))
+                if info.get("physics_reset"):
+                    self.state.physics_resets += 1
+        return True
 
 
 class RichProgress(BaseCallback):
-    """A rich progress bar over the step budget with fps, episode success and the latest eval."""
+    """A rich progress bar over the step budget with recent episode success and the latest eval (renders only).
 
-    def __init__(self, total: int, evals: EvalSuccess | None, enabled: bool = True) -> None:
+    :param total: the step budget
+    :param state: the run state (latest evaluation)
+    :param episodes: the episode recorder (recent success)
+    :param enabled: show the bar
+    """
+
+    def __init__(self, total: int, state: Any, episodes: RecordEpisodes, enabled: bool = True) -> None:
         super().__init__()
-        self.total, self.evals, self.enabled = total, evals, enabled
+        self.total, self.state, self.episodes, self.enabled = total, state, episodes, enabled
         self._progress: Any = None
         self._task: Any = None
-        self._success: list[float] = []
-        self.physics_resets = 0
-        self.episodes: list[tuple[int, float]] = []
 
     def _on_training_start(self) -> None:
         if not self.enabled:
@@ -211,22 +266,15 @@ class RichProgress(BaseCallback):
         self._task = self._progress.add_task("train", total=self.total, completed=self.model.num_timesteps, stats="")
 
     def _on_step(self) -> bool:
-        for done, info in zip(self.locals["dones"], self.locals["infos"], strict=True):
-            if done:
-                self._success.append(float(info.get("is_success", False)))
-                if "episode" in info:
-                    self.episodes.append((self.num_timesteps, round(float(info["episode"]["r"]), 4)))
-                if info.get("physics_reset"):
-                    self.physics_resets += 1
         return True
 
     def _on_rollout_end(self) -> None:
         if self._progress is None:
             return
-        recent = self._success[-200:]
+        recent = self.episodes.recent_success
         stats = f"succ {np.mean(recent):.0%}" if recent else ""
-        if self.evals and self.evals.history:
-            stats += f" | eval {self.evals.history[-1]['success_rate']:.0%}"
+        if self.state.evals:
+            stats += f" | eval {self.state.evals[-1]['success_rate']:.0%}"
         self._progress.update(self._task, completed=self.model.num_timesteps, stats=stats)
 
     def _on_training_end(self) -> None:

@@ -193,9 +193,9 @@ def run_trial(job: TuneJob, trial: Any) -> float:
     from stable_baselines3.common.callbacks import BaseCallback
 
     from embodied_ws.config.loader import load_config, load_dr
+    from embodied_ws.rl.backends import make_vec_env
     from embodied_ws.rl.callbacks import EvalSuccess
-    from embodied_ws.rl.train import make_training_env, ppo_kwargs
-    from embodied_ws.rl.vec import make_vec_env
+    from embodied_ws.rl.ppo import make_training_env, ppo_kwargs
 
     torch.set_num_threads(1)
     values = {p.key: p.suggest(trial) for p in job.params}

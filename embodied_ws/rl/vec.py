@@ -1,9 +1,10 @@
-"""Vectorized envs for training and evaluation: our batched MuJoCo env, or SB3's Subproc/Dummy over RobotEnv."""
+"""SB3 vec envs for the ``dummy`` and ``subproc`` backends (RobotEnv per env), a step timer, and episode success."""
 
 from __future__ import annotations
 
-import importlib
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,7 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
 
 from embodied_ws.config.schema import RunConfig
 from embodied_ws.randomization.spec import DRSpec
+from embodied_ws.sim.hooks import PerEnvHooks
 
 
 class VecTimer(VecEnvWrapper):
@@ -31,54 +33,60 @@ class VecTimer(VecEnvWrapper):
         return out
 
 
-#: backends living in packages with heavy or optional imports (rclpy), loaded by name when used
-EXTERNAL_BACKENDS = {"ros": "embodied_ws.ros.topic_env:make_ros_vec_env"}
+class HookedDummyVecEnv(PerEnvHooks, DummyVecEnv):
+    """SB3's DummyVecEnv over gym envs with :class:`CoreHooks`, implementing :class:`EnvHooks`.
 
-
-def _robot_env_factory(cfg: RunConfig, dr: DRSpec, seed: int) -> Any:
-    def make() -> Any:
-        from embodied_ws.sim.env import RobotEnv
-
-        return RobotEnv(cfg, dr, seed=seed)
-
-    return make
-
-
-def make_vec_env(cfg: RunConfig, dr: DRSpec, n_envs: int, seed: int, kind: str | None = None) -> VecEnv:
-    """Build ``n_envs`` envs of the configured robot/task.
-
-    :param kind: ``mujoco`` (batched rollout), ``subproc`` or ``dummy``; defaults to ``cfg.train.vec_env``
+    :param env_fns: env constructors
+    :param cfg: the envs' run configuration
+    :param dr: their DR spec
     """
-    kind = kind or cfg.train.vec_env
-    if kind in EXTERNAL_BACKENDS:
-        module, func = EXTERNAL_BACKENDS[kind].split(":")
-        return getattr(importlib.import_module(module), func)(cfg, dr, n_envs, seed)
-    if kind == "mujoco":
-        from embodied_ws.sim.vec_env import MujocoVecEnv
 
-        return MujocoVecEnv(cfg, dr, n_envs, seed)
-    fns = [_robot_env_factory(cfg, dr, seed + i) for i in range(n_envs)]
-    venv = SubprocVecEnv(fns) if kind == "subproc" else DummyVecEnv(fns)
+    def __init__(self, env_fns: list[Callable[[], Any]], cfg: RunConfig, dr: DRSpec) -> None:
+        super().__init__(env_fns)
+        self.bind(cfg, dr)
+
+
+class HookedSubprocVecEnv(PerEnvHooks, SubprocVecEnv):
+    """SB3's SubprocVecEnv (one process per env) over gym envs with :class:`CoreHooks`, implementing :class:`EnvHooks`.
+
+    :param env_fns: env constructors
+    :param cfg: the envs' run configuration
+    :param dr: their DR spec
+    """
+
+    def __init__(self, env_fns: list[Callable[[], Any]], cfg: RunConfig, dr: DRSpec) -> None:
+        super().__init__(env_fns)
+        self.bind(cfg, dr)
+
+
+def _robot_envs(cls: type, cfg: RunConfig, dr: DRSpec, n_envs: int, seed: int) -> VecEnv:
+    from embodied_ws.sim.env import RobotEnv
+
+    venv = cls([partial(RobotEnv, cfg, dr, seed=seed + i) for i in range(n_envs)], cfg, dr)
     venv.seed(seed)
     return venv
 
 
-def core_state(venv: VecEnv) -> Any:
-    """Env RNG/DR state of the innermost env(s), whatever the vec env kind."""
-    inner = venv.unwrapped
-    if hasattr(inner, "get_core_state"):
-        return {"kind": "batched", "state": inner.get_core_state()}
-    return {"kind": "per_env", "state": inner.env_method("get_core_state")}
+def make_dummy(cfg: RunConfig, dr: DRSpec, n_envs: int, seed: int) -> VecEnv:
+    """The ``dummy`` backend: RobotEnvs stepped one after another in this process.
+
+    :param cfg: run configuration
+    :param dr: DR spec
+    :param n_envs: number of envs
+    :param seed: master seed (env ``i`` gets ``seed + i``)
+    """
+    return _robot_envs(HookedDummyVecEnv, cfg, dr, n_envs, seed)
 
 
-def load_core_state(venv: VecEnv, saved: Any) -> None:
-    """Restore :func:`core_state` into a vec env of the same kind and size."""
-    inner = venv.unwrapped
-    if saved["kind"] == "batched" and hasattr(inner, "set_core_state"):
-        inner.set_core_state(saved["state"])
-    elif saved["kind"] == "per_env" and not hasattr(inner, "set_core_state"):
-        for i, s in enumerate(saved["state"]):
-            inner.env_method("set_core_state", s, indices=[i])
+def make_subproc(cfg: RunConfig, dr: DRSpec, n_envs: int, seed: int) -> VecEnv:
+    """The ``subproc`` backend: one RobotEnv per process.
+
+    :param cfg: run configuration
+    :param dr: DR spec
+    :param n_envs: number of envs
+    :param seed: master seed (env ``i`` gets ``seed + i``)
+    """
+    return _robot_envs(HookedSubprocVecEnv, cfg, dr, n_envs, seed)
 
 
 def episode_success(venv: VecEnv, n_episodes: int, act: Any) -> tuple[float, float, int]:

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from embodied_ws.rl.backends import BACKENDS
+
 TRUE = ("true", "1", "yes", True)
 
 
@@ -50,6 +52,14 @@ TRAIN_ARGS = {
     "name": "ros_run",
 }
 GAZEBO_ARGS = {"robot": "arm3", "use_sim_time": "true"}
+DEPLOY_ARGS = {
+    "policy": "",
+    "dry_run": "false",
+    "autostart": "true",
+    "controller": "",
+    "rate_hz": "",
+    "use_sim_time": "false",
+}
 
 
 def _flag(value: Any) -> bool:
@@ -91,9 +101,12 @@ def train_plan(
     use_sim_time: Any = False,
     name: str = "ros_run",
 ) -> list[NodeSpec]:
-    """trainer_node, plus mujoco_sim_node in lockstep mode when training through ROS topics."""
-    if backend not in ("mujoco", "ros"):
-        raise ValueError(f"backend must be mujoco or ros, got {backend!r}")
+    """trainer_node, plus mujoco_sim_node in lockstep mode when the backend trains through ROS topics.
+
+    :param backend: a registered backend name (``embodied_ws.rl.backends.BACKENDS``)
+    :raises UnknownNameError: no such backend
+    """
+    uses_topics = BACKENDS.get(backend, "backend").ros_topics
     trainer = NodeSpec(
         "trainer_node",
         "trainer_node",
@@ -106,7 +119,7 @@ def train_plan(
             "use_sim_time": _flag(use_sim_time),
         },
     )
-    if backend == "mujoco":
+    if not uses_topics:
         return [trainer]
     return [*sim_plan(robot, task, config, mode="lockstep", use_sim_time=use_sim_time), trainer]
 
@@ -147,3 +160,30 @@ def gazebo_plan(
             arguments=("joint_group_position_controller", "--param-file", str(assets.controllers)),
         ),
     ]
+
+
+def deploy_plan(
+    policy: str = "",
+    dry_run: Any = False,
+    autostart: Any = True,
+    controller: str = "",
+    rate_hz: Any = "",
+    use_sim_time: Any = False,
+) -> list[NodeSpec]:
+    """policy_node for ``deploy.launch.py``; ``autostart`` configures and activates it (no lifecycle manager).
+
+    Empty ``controller``/``rate_hz`` keep the run's ``deploy`` settings.
+    """
+    if not str(policy).strip():
+        raise ValueError("policy:=RUN_OR_POLICY_DIR is required")
+    params: dict[str, Any] = {
+        "policy": str(policy),
+        "dry_run": _flag(dry_run),
+        "autostart": _flag(autostart),
+        "use_sim_time": _flag(use_sim_time),
+    }
+    if str(controller).strip():
+        params["deploy.controller"] = str(controller)
+    if str(rate_hz).strip():
+        params["deploy.rate_hz"] = float(rate_hz)
+    return [NodeSpec("policy_node", "policy_node", params)]

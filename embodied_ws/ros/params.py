@@ -15,20 +15,28 @@ from embodied_ws.core.errors import UserError
 
 
 def flat_fields(cfg: RunConfig) -> dict[str, Any]:
-    """``section.field -> value`` for every simple field (str, int, float, bool, list of int)."""
+    """``section.field -> value`` for every simple field (str, int, float, bool, list of int); nested sections
+    (``train.ray``) give ``train.ray.address``."""
     out: dict[str, Any] = {}
     for section in dataclasses.fields(cfg):
         value = getattr(cfg, section.name)
         if not dataclasses.is_dataclass(value):
             out[section.name] = "" if value is None else str(value)
             continue
-        hints = typing.get_type_hints(type(value))
-        for f in dataclasses.fields(value):
-            v = getattr(value, f.name)
-            if hints[f.name] == float | None:
-                v = math.nan if v is None else float(v)
-            out[f"{section.name}.{f.name}"] = v
+        _flatten(value, section.name, out)
     return out
+
+
+def _flatten(obj: Any, prefix: str, out: dict[str, Any]) -> None:
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        v = getattr(obj, f.name)
+        if dataclasses.is_dataclass(v):
+            _flatten(v, f"{prefix}.{f.name}", out)
+            continue
+        if hints[f.name] == float | None:
+            v = math.nan if v is None else float(v)
+        out[f"{prefix}.{f.name}"] = v
 
 
 def declare_config(node: Node, cfg: RunConfig) -> None:

@@ -31,9 +31,10 @@ from embodied_ws.core.errors import EnvLost, UserError
 from embodied_ws.randomization.spec import DRSpec
 from embodied_ws.ros import cdr, qos
 from embodied_ws.ros import conversions as conv
-from embodied_ws.ros.nodes.mujoco_sim_node import published_joints
 from embodied_ws.sim.core import EnvCore
-from embodied_ws.sim.env import CoreHooks, action_space, observation_space
+from embodied_ws.sim.env import action_space, observation_space
+from embodied_ws.sim.hooks import CoreHooks
+from embodied_ws.sim.robot import published_joints
 
 _SUM = np.add.reduce
 
@@ -53,7 +54,8 @@ class _Link:
         self.state: bytes | None = None  # the latest /joint_states, serialized
         self.state_count = 0
         self.goal: np.ndarray | None = None
-        self.episode = -1
+        self.episode = -1  # of the latest /embodied/task (layout.data_offset)
+        self.task_count = 0
         r = cfg.ros
         self.command_topic = r.command_topic or f"/{r.controller}/commands"
         self.pub = self.node.create_publisher(Float64MultiArray, self.command_topic, qos.COMMAND)
@@ -72,6 +74,7 @@ class _Link:
     def _on_task(self, msg: Float64MultiArray) -> None:
         self.goal = conv.array_of(msg)
         self.episode = int(msg.layout.data_offset)
+        self.task_count += 1
 
     def wait_for(self, predicate: Any, timeout: float) -> bool:
         """Spin until ``predicate()`` holds or ``timeout`` seconds pass."""
@@ -218,13 +221,22 @@ class RosTopicEnv(CoreHooks, gym.Env):
         patience = max(5.0, r.timeout_s * (r.retries + 1))
         if not link.reset_client.wait_for_service(timeout_sec=patience):
             raise EnvLost("reset service not available (is mujoco_sim_node running?)", f"{r.sim_node}/reset")
-        count = link.state_count
+        has_task = link.node.count_publishers("/embodied/task") > 0
+        if has_task and not link.task_count:
+            # the simulator's latched task first, so that it cannot pass for the new episode's below
+            link.wait_for(lambda: link.task_count > 0, 1.0)
+        tasks, count = link.task_count, link.state_count
         future = link.reset_client.call_async(Trigger.Request())
         meanwhile()
         if not link.wait_for(future.done, patience):
             raise EnvLost("reset did not answer", f"{r.sim_node}/reset")
-        episode = int(future.result().message.split()[-1])
-        if not link.wait_for(lambda: link.episode >= episode and link.state_count > count, patience):
+
+        # the new episode is the first task after the call with an episode id (layout.data_offset ≥ 1; 0 = none
+        # yet); the reply's text is for people and is never parsed
+        def started() -> bool:
+            return link.state_count > count and (not has_task or (link.task_count > tasks and link.episode >= 1))
+
+        if not link.wait_for(started, patience):
             raise EnvLost("no state/task after reset", "/joint_states")
         self._last_stamp = -1.0
 
@@ -260,7 +272,13 @@ class RosTopicEnv(CoreHooks, gym.Env):
 
 
 def make_ros_vec_env(cfg: RunConfig, dr: DRSpec, n_envs: int, seed: int) -> Any:
-    """The ``ros`` vec-env backend: one RosTopicEnv in SB3's DummyVecEnv."""
-    from stable_baselines3.common.vec_env import DummyVecEnv
+    """The ``ros`` vec-env backend: one RosTopicEnv in SB3's DummyVecEnv (with the EnvHooks protocol).
 
-    return DummyVecEnv([lambda: RosTopicEnv(cfg, dr, seed)])
+    :param cfg: run configuration (``ros`` section)
+    :param dr: DR spec
+    :param n_envs: 1 (the backend registry enforces it)
+    :param seed: seed of the env-side streams
+    """
+    from embodied_ws.rl.vec import HookedDummyVecEnv
+
+    return HookedDummyVecEnv([lambda: RosTopicEnv(cfg, dr, seed)], cfg, dr)

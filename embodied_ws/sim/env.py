@@ -13,6 +13,7 @@ from embodied_ws.config.schema import RunConfig
 from embodied_ws.core.errors import ConfigError
 from embodied_ws.randomization.spec import DRSpec
 from embodied_ws.sim.core import EnvCore
+from embodied_ws.sim.hooks import CoreHooks
 from embodied_ws.sim.robot import Robot
 
 _BADQACC = int(mujoco.mjtWarning.mjWARN_BADQACC)
@@ -26,24 +27,6 @@ def observation_space(core: EnvCore) -> gym.spaces.Box:
 def action_space(core: EnvCore) -> gym.spaces.Box:
     """Normalised actions in [-1, 1] per actuator (mapped to each control range)."""
     return gym.spaces.Box(-1.0, 1.0, (core.robot.nu,), np.float32)
-
-
-class CoreHooks:
-    """What ``VecEnv.env_method`` reaches on any env built around an :class:`EnvCore` (curriculum, checkpoints)."""
-
-    core: EnvCore
-
-    def set_dr_scale(self, scale: float) -> None:
-        """Curriculum knob: 0 = nominal model, 1 = full DR ranges."""
-        self.core.set_dr_scale(scale)
-
-    def get_core_state(self) -> dict[str, Any]:
-        """RNG and DR state for checkpoints."""
-        return self.core.state_dict()
-
-    def set_core_state(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`get_core_state`."""
-        self.core.load_state_dict(state)
 
 
 class RobotEnv(CoreHooks, gym.Env):

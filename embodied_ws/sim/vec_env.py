@@ -3,7 +3,8 @@
 Per control step the whole batch is advanced by ``frame_skip`` physics steps inside MuJoCo's C++
 thread pool (no Python per env or per physics step); observations and rewards come from the
 returned states and sensordata, computed batched in numpy by the shared :class:`EnvCore`.
-Each env has its own MjModel copy, so per-env domain randomization costs nothing extra per step.
+Each env has its own MjModel copy, so per-env domain randomization costs nothing extra per step;
+for free-space tasks the copies carry no geoms or meshes (see :mod:`embodied_ws.sim.robot_defaults`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from embodied_ws.config.schema import RunConfig
 from embodied_ws.randomization.spec import DRSpec
 from embodied_ws.sim.core import EnvCore
 from embodied_ws.sim.env import action_space, observation_space
+from embodied_ws.sim.hooks import EnvState, check_env_state
 
 _STATE = mujoco.mjtState.mjSTATE_FULLPHYSICS
 
@@ -50,7 +52,7 @@ class MujocoVecEnv(VecEnv):
     ) -> None:
         self.core = EnvCore(cfg, dr, n_envs, seed)
         self.cfg = cfg
-        model = self.core.robot.model
+        model = self.core.base_model  # what the per-env copies are made of (lean when nothing renders)
         self.nthread = max(1, min(nthread or os.cpu_count() or 1, n_envs))
         self._datas = [mujoco.MjData(model) for _ in range(self.nthread)]
         self._scratch = mujoco.MjData(model)
@@ -69,6 +71,7 @@ class MujocoVecEnv(VecEnv):
         # a MuJoCo auto-reset inside the period leaves the clock short of t0 + period
         self._period = self.core.control_dt * (1.0 - 1e-9)
         self.render_mode = None
+        self.closed = False
         super().__init__(n_envs, observation_space(self.core), action_space(self.core))
 
     # ------------------------------------------------------------------ VecEnv API
@@ -117,7 +120,10 @@ class MujocoVecEnv(VecEnv):
         return obs, reward.astype(np.float32), done.copy(), infos
 
     def close(self) -> None:
-        self._rollout.close()
+        """Stop MuJoCo's rollout threads (idempotent)."""
+        if not self.closed:
+            self._rollout.close()
+            self.closed = True
 
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
         return [getattr(self, attr_name) for _ in self._get_indices(indices)]
@@ -134,14 +140,31 @@ class MujocoVecEnv(VecEnv):
     def get_images(self) -> Sequence[np.ndarray | None]:
         return [None] * self.num_envs
 
-    # ------------------------------------------------------------------ checkpoint hooks
-    def get_core_state(self) -> dict[str, Any]:
-        """RNG and DR/curriculum state of all envs."""
-        return self.core.state_dict()
+    # ------------------------------------------------------------------ EnvHooks (embodied_ws.sim.hooks)
+    def set_dr_scale(self, scale: float) -> None:
+        """Curriculum knob for every env: 0 = nominal model, 1 = full DR ranges.
 
-    def set_core_state(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`get_core_state`."""
-        self.core.load_state_dict(state)
+        :param scale: the DR scale in [0, 1]
+        """
+        self.core.set_dr_scale(scale)
+
+    def get_env_state(self) -> EnvState:
+        """RNG and DR/curriculum state of all envs (layout ``batched``)."""
+        return {"layout": "batched", "n_envs": self.num_envs, "streams": self.core.state_dict()}
+
+    def set_env_state(self, state: EnvState, where: str) -> None:
+        """Restore :meth:`get_env_state` (same layout and env count, else a one-line UserError).
+
+        :param state: a saved env state
+        :param where: where it came from (for the error line)
+        """
+        check_env_state(state, "batched", self.num_envs, where)
+        self.core.load_state_dict(state["streams"])
+        self._reset_seeds()  # the restored streams win over a seed still pending for the next reset
+
+    def env_core(self) -> EnvCore:
+        """The batched core that steps these envs."""
+        return self.core
 
     # ------------------------------------------------------------------ helpers
     def _begin(self, i: int) -> np.ndarray:

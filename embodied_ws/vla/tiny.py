@@ -69,7 +69,13 @@ def build_tiny_backbone(
     :param vision_layers: vision encoder layers
     :param vocab_size: BPE vocabulary size (the trained vocabulary may be smaller)
     """
-    from transformers import PreTrainedTokenizerFast, SmolVLMConfig, SmolVLMImageProcessor, SmolVLMProcessor
+    from transformers import (
+        PreTrainedTokenizerFast,
+        SmolVLMConfig,
+        SmolVLMImageProcessor,
+        SmolVLMProcessor,
+        SmolVLMVideoProcessor,
+    )
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -112,6 +118,9 @@ def build_tiny_backbone(
         max_image_size={"longest_edge": image_size},
     )
     seq_len = (image_size // patch) ** 2 // scale**2
-    processor = SmolVLMProcessor(image_processor=image_proc, tokenizer=tok, image_seq_len=seq_len)
+    video_proc = SmolVLMVideoProcessor(size={"longest_edge": image_size}, max_image_size={"longest_edge": image_size})
+    processor = SmolVLMProcessor(
+        image_processor=image_proc, tokenizer=tok, video_processor=video_proc, image_seq_len=seq_len
+    )
     processor.save_pretrained(out)
     return out

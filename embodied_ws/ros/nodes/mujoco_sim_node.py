@@ -33,6 +33,7 @@ from embodied_ws.ros import conversions as conv
 from embodied_ws.ros.params import choice, declare_node_parameters
 from embodied_ws.ros.spin import run_node
 from embodied_ws.sim.core import EnvCore
+from embodied_ws.sim.robot import published_joints
 
 #: node-level parameters (config fields are declared too, as ``env.robot``, ``env.task`` ...)
 PARAMETERS = {
@@ -46,12 +47,6 @@ PARAMETERS = {
 }
 
 
-def published_joints(model: mujoco.MjModel) -> list[int]:
-    """Hinge and slide joints (what /joint_states carries; free/ball joints are not in the contract)."""
-    kinds = (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE)
-    return [j for j in range(model.njnt) if mujoco.mjtJoint(int(model.jnt_type[j])) in kinds]
-
-
 class MujocoSimNode(Node):
     """The simulator side of the topic contract."""
 
@@ -63,7 +58,8 @@ class MujocoSimNode(Node):
         plant_file = str(self.get_parameter("plant").value)
         self.plant = load_plant(plant_file) if plant_file else None
         dr = self.plant.env_spec() if self.plant else load_dr(cfg.dr)
-        self.core = EnvCore(cfg, dr, 1, int(self.get_parameter("seed").value))
+        camera = bool(self.get_parameter("publish_camera").value)  # a rendering env keeps the full model
+        self.core = EnvCore(cfg, dr, 1, int(self.get_parameter("seed").value), visual=camera)
         self.model = self.core.models[0]
         if self.plant:  # applied once now; every reset re-applies the same fixed values
             self.core.dr[0].sample_reset(self.model)
@@ -112,6 +108,7 @@ class MujocoSimNode(Node):
         mujoco.mj_forward(self.model, self.data)
         self._ctrl = self.core.ctrl_mid + self.core.ctrl_half * self.core.hold_action(self.data.qpos)
         self._cmd_delay.reset(0, self._ctrl, latency)
+        self.pub_task.publish(conv.float_array(self.core.goal[0], "goal", self.episode))  # latched: episode 0 = none
         self._publish()
         if self.mode == "realtime":
             rtf = float(self.get_parameter("real_time_factor").value)
@@ -201,7 +198,7 @@ class MujocoSimNode(Node):
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         self.reset_episode()
         response.success = True
-        response.message = f"episode {self.episode}"
+        response.message = f"episode {self.episode}"  # for people; clients read the id from /embodied/task
         return response
 
     def _on_pause(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:

@@ -3,6 +3,8 @@
 Trains on the in-process MuJoCo envs (``backend: mujoco``, fastest) or through the topic contract
 (``backend: ros``, e.g. with mujoco_sim_node in lockstep or Gazebo). Publishes progress as JSON on
 ``~/progress`` (std_msgs/String) and serves ``~/save_checkpoint`` and ``~/stop`` (std_srvs/Trigger).
+Any error in the training thread is logged and published (``done`` with ``error``); the process then
+exits 2 (user error), 3 (simulator lost) or 1 (anything else).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +24,8 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from embodied_ws.config.loader import load_config
-from embodied_ws.core.errors import EXIT_USER_ERROR, EnvLost, UserError
+from embodied_ws.core.errors import EXIT_ENV_LOST, EXIT_USER_ERROR, EnvLost, UserError
+from embodied_ws.rl.backends import BACKENDS
 from embodied_ws.ros.params import choice, declare_node_parameters
 from embodied_ws.ros.spin import create_node
 
@@ -34,19 +38,22 @@ class NodeHooks(BaseCallback):
     def __init__(self, node: TrainerNode) -> None:
         super().__init__()
         self.node = node
-        self.checkpoints: Any = None
+        self.run: Any = None
 
-    def attach(self, checkpoints: Any) -> None:
-        """Called by the pipeline with its checkpoint writer."""
-        self.checkpoints = checkpoints
+    def attach(self, run: Any) -> None:
+        """Called by the pipeline with the :class:`TrainingRun` (whose ``save()`` writes a checkpoint).
+
+        :param run: the training run
+        """
+        self.run = run
 
     def _on_step(self) -> bool:
         return not self.node.stop_requested.is_set()
 
     def _on_rollout_end(self) -> None:
-        if self.node.save_requested.is_set() and self.checkpoints is not None:
+        if self.node.save_requested.is_set() and self.run is not None:
             self.node.save_requested.clear()
-            self.node.last_checkpoint = str(self.checkpoints.save())
+            self.node.last_checkpoint = str(self.run.save())
         self.node.publish_progress(
             {"step": int(self.model.num_timesteps), "fps": self.logger.name_to_value.get("time/fps")}
         )
@@ -58,14 +65,17 @@ class TrainerNode(Node):
     def __init__(self) -> None:
         super().__init__("trainer_node")
         overrides = declare_node_parameters(self, PARAMETERS)
-        if choice(self, "backend", ("mujoco", "ros")) == "ros":
-            overrides += ["train.vec_env=ros", "train.n_envs=1"]
-        self.cfg = load_config(self.get_parameter("config").value, overrides)
+        backend = choice(self, "backend", tuple(BACKENDS.names()))
+        self.cfg = load_config(self.get_parameter("config").value, [*overrides, f"train.vec_env={backend}"])
+        limit = BACKENDS.get(backend).max_envs
+        if limit is not None and self.cfg.train.n_envs > limit:
+            self.cfg.train.n_envs = limit  # e.g. ros: one simulator behind the topics
         self.stop_requested = threading.Event()
         self.save_requested = threading.Event()
         self.last_checkpoint = ""
         self.result: dict[str, Any] | None = None
         self.error = ""
+        self.exit_code = 0  # 2: user error, 3: simulator lost, 1: anything else
         self.pub = self.create_publisher(String, "~/progress", 10)
         self.create_service(Trigger, "~/save_checkpoint", self._on_save)
         self.create_service(Trigger, "~/stop", self._on_stop)
@@ -91,10 +101,19 @@ class TrainerNode(Node):
             self.publish_progress(
                 {"done": True, "steps": self.result["steps"], "success": self.result["final_success"]}
             )
-        except (UserError, EnvLost) as exc:
-            self.error = str(exc)
-            self.get_logger().error(f"training stopped: {exc}")
-            self.publish_progress({"done": True, "error": self.error})
+        except UserError as exc:
+            self._failed(exc.line(), EXIT_USER_ERROR)
+        except EnvLost as exc:
+            self._failed(str(exc), EXIT_ENV_LOST)
+        except Exception as exc:  # the thread must not die silently: log, publish, exit non-zero
+            self.get_logger().error(traceback.format_exc())
+            self._failed(f"{type(exc).__name__}: {exc}", 1)
+
+    def _failed(self, error: str, exit_code: int) -> None:
+        """Training stopped on an error: log it, publish ``done`` with it, and set the process exit code."""
+        self.error, self.exit_code = error, exit_code
+        self.get_logger().error(f"training stopped: {error}")
+        self.publish_progress({"done": True, "error": error, "exit_code": exit_code})
 
     def _on_save(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         self.save_requested.set()
@@ -124,7 +143,7 @@ def main(args: list[str] | None = None) -> int:
     finally:
         node.destroy_node()
         rclpy.try_shutdown()
-    return 3 if node.error else 0
+    return node.exit_code
 
 
 if __name__ == "__main__":

@@ -1,0 +1,55 @@
+"""Verb ``deploy``: run an exported policy on a robot through the topic contract (policy_node in this process)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING
+
+from embodied_ws.core.errors import UserError
+
+if TYPE_CHECKING:
+    from embodied_ws.cli import AddVerb
+
+
+def _cmd_deploy(args: argparse.Namespace) -> int:
+    from embodied_ws.deploy.artifact import resolve_target
+    from embodied_ws.deploy.control import ControlCore
+
+    overrides = list(args.set or [])
+    if args.dry_run:
+        overrides.append("deploy.dry_run=true")
+    # everything the user can get wrong is checked before ROS starts: one line, exit 2
+    core = ControlCore(resolve_target(args.path, overrides))
+    if args.check:
+        out = {"robot": core.env.robot.name, "rate_hz": core.rate_hz, "state_joints": core.state_joints,
+               "lower": core.limits.lower.tolist(), "upper": core.limits.upper.tolist(),
+               "max_step": core.limits.max_step.tolist()}  # fmt: skip
+        print(json.dumps(out) if args.json else "\n".join(f"{k}: {v}" for k, v in out.items()))
+        return 0
+    try:
+        from embodied_ws.ros.nodes.policy_node import run_deploy
+    except ImportError as exc:
+        raise UserError(f"ROS 2 is not available ({exc}); source ROS 2 Jazzy or `make setup`", "deploy") from None
+    summary = run_deploy(core, args.duration)
+    print(json.dumps(summary) if args.json else "\n".join(f"{k}: {v}" for k, v in summary.items()))
+    return 0
+
+
+def register(add_verb: AddVerb) -> None:
+    """Add ``deploy``."""
+    d = add_verb(
+        "deploy",
+        _cmd_deploy,
+        "Run a trained policy on a robot (or mujoco_sim_node) inside the safety envelope: limits, max change "
+        "per tick, velocity limit, NaN/inf rejection, latched e-stop on /embodied/estop, soft start, state and "
+        "inference watchdogs. Runs policy_node in this process (no `ros2` CLI needed).",
+        "example: embodied-ws deploy runs/reach1 --dry-run --duration 5\n"
+        "more:    embodied-ws deploy runs/reach1/policy --set deploy.max_velocity=1.0 --set deploy.soft_start_s=3\n"
+        "         embodied-ws deploy runs/reach1 --check --json     # validate policy, robot and limits only",
+    )
+    d.add_argument("path", metavar="RUN_OR_POLICY_DIR", help="run folder (runs/NAME) or its policy/ folder")
+    d.add_argument("--dry-run", action="store_true", help="compute and log commands, publish nothing")
+    d.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config value (deploy.*); repeatable")
+    d.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (default: until Ctrl-C)")
+    d.add_argument("--check", action="store_true", help="validate the policy against the robot and print the limits")

@@ -1,0 +1,216 @@
+"""The control-loop core of a deployed policy (no ROS): measured state + task → observation → policy → safe command.
+
+The observation is built by the training code itself (:class:`~embodied_ws.sim.core.EnvCore` and the
+task registry, DR off): the measured joints go into a local MuJoCo copy of the robot, forward
+kinematics gives the end effector, delta-mode set-points are integrated by ``EnvCore.action_to_ctrl``.
+Every command then passes the :class:`~embodied_ws.deploy.safety.SafetyEnvelope`; what it let
+through is written back as the set-point the policy sees next tick, so policy and robot agree.
+
+The ROS node (``embodied_ws.ros.nodes.policy_node``) only moves messages in and out::
+
+    core = ControlCore(resolve_target("runs/reach1"))
+    core.set_goal(task_values)                  # /embodied/task
+    core.set_state(q, qd, stamp, now)           # /joint_states, in core.state_joints order
+    cmd = core.tick(now)                        # None: publish nothing
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import mujoco
+import numpy as np
+
+from embodied_ws.config.schema import RunConfig
+from embodied_ws.core.errors import ConfigError, UserError
+from embodied_ws.deploy.artifact import DeployTarget
+from embodied_ws.deploy.limits import command_limits, position_servos
+from embodied_ws.deploy.policy import ExportedPolicy
+from embodied_ws.deploy.safety import SafetyEnvelope
+from embodied_ws.randomization.spec import DRSpec
+from embodied_ws.sim.core import EnvCore, build_robot
+from embodied_ws.sim.robot import load_robot
+
+
+def state_joints(model: mujoco.MjModel) -> list[int]:
+    """Hinge and slide joints: what ``/joint_states`` must carry for the observation (free/ball joints are not)."""
+    kinds = (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE)
+    return [j for j in range(model.njnt) if mujoco.mjtJoint(int(model.jnt_type[j])) in kinds]
+
+
+def _first_difference(ours: list[str], theirs: list[str]) -> int:
+    for i, (a, b) in enumerate(zip(ours, theirs, strict=False)):
+        if a != b:
+            return i
+    return min(len(ours), len(theirs))
+
+
+def _mismatch(kind: str, ours: list[str], theirs: list[str], robot: str, where: str) -> None:
+    if ours == theirs:
+        return
+    i = _first_difference(ours, theirs)
+    mine = repr(ours[i]) if i < len(ours) else "absent"
+    other = repr(theirs[i]) if i < len(theirs) else "absent"
+    raise UserError(f"{kind} field {i} is {mine} in the policy but {other} on {robot}: a policy for another robot?",
+                    where)  # fmt: skip
+
+
+def check_actuators(meta: dict[str, Any], actuators: list[str], robot: str, where: str) -> None:
+    """The policy's actuators must be the robot's (checked before the task is built); else one line naming the field."""
+    _mismatch("action", list(meta.get("action", {}).get("actuators", [])), actuators, f"robot {robot!r}", where)
+
+
+def check_layout(meta: dict[str, Any], env: EnvCore, cfg: RunConfig, where: str) -> None:
+    """The policy's observation layout must be what this robot and task produce; else one line naming the field.
+
+    :param meta: the policy's ``policy.json``
+    :param env: the env core built for the robot being driven
+    :param cfg: the configuration it was built from
+    :param where: ``policy.json`` path for the error line
+    """
+    robot = f"robot {env.robot.name!r} (task {cfg.env.task})"
+    mode = meta.get("action", {}).get("mode")
+    if mode is not None and mode != cfg.env.action_mode:
+        raise UserError(f"action mode is {mode!r} in the policy but env.action_mode is {cfg.env.action_mode!r}", where)
+    _mismatch("observation", list(meta.get("observation", {}).get("names", [])), env.obs_names(), robot, where)
+
+
+class ControlCore:
+    """Observation, policy and safety envelope of one robot, ticked by whoever owns the clock.
+
+    :param target: the resolved policy and configuration (:func:`~embodied_ws.deploy.artifact.resolve_target`)
+    :param clock: seconds for compute-time measurement (``time.perf_counter``)
+    """
+
+    def __init__(self, target: DeployTarget, clock: Callable[[], float] = time.perf_counter) -> None:
+        cfg = target.config
+        self.target, self.cfg, self.clock = target, cfg, clock
+        self.policy = ExportedPolicy(target.policy_dir)
+        bare = load_robot(cfg.env.robot, need_ee=False)  # actuators first: the task may not even build on it
+        check_actuators(target.meta, bare.actuator_names, bare.name, target.meta_path)
+        robot = build_robot(cfg)
+        try:
+            self.env = EnvCore(cfg, DRSpec(enabled=False), 1, 0, robot=robot)
+        except ValueError as exc:  # e.g. no reachable target on this robot
+            raise UserError(str(exc), cfg.env.robot) from None
+        check_layout(target.meta, self.env, cfg, target.meta_path)
+        if self.policy.layers[0][0].shape[1] != self.env.obs_dim:
+            raise UserError(f"network input is {self.policy.layers[0][0].shape[1]}, observation {self.env.obs_dim}",
+                            target.meta_path)  # fmt: skip
+        d = cfg.deploy
+        self.rate_hz = float(d.rate_hz or target.meta.get("control_rate_hz") or 1.0 / self.env.control_dt)
+        if d.state_timeout_s < 2.0 / self.rate_hz:
+            raise ConfigError(f"must be at least two control periods ({2.0 / self.rate_hz:.3f} s at "
+                              f"{self.rate_hz:g} Hz), got {d.state_timeout_s}", "deploy.state_timeout_s")  # fmt: skip
+        self.limits = command_limits(robot, target.meta, d, self.rate_hz)
+        self.envelope = SafetyEnvelope(self.limits)
+        self.model = self.env.models[0]
+        self.data = mujoco.MjData(self.model)
+        joints = state_joints(self.model)
+        #: joint names ``set_state`` expects, in order
+        self.state_joints = [mujoco.mj_id2name(self.model, mujoco.mjtObj.mjOBJ_JOINT, j) for j in joints]
+        #: where each of :attr:`state_joints` sits in MuJoCo's qpos / qvel
+        self.qpos_adr = np.array([self.model.jnt_qposadr[j] for j in joints], dtype=np.int64)
+        self.qvel_adr = np.array([self.model.jnt_dofadr[j] for j in joints], dtype=np.int64)
+        #: for each actuator, the index of its joint in :attr:`state_joints`
+        self.actuated = np.array([self.state_joints.index(n) for n in self.env.robot.joint_names], dtype=np.int64)
+        self._delta = position_servos(self.model) & (cfg.env.action_mode == "delta")
+        self._any_delta = bool(self._delta.any())
+        self._mid, self._half = self.env.ctrl_mid, self.env.ctrl_half
+        self.goal_dim = self.env.goal.shape[1]
+        self.has_state = False
+        self.has_goal = self.goal_dim == 0
+        self._unstable = np.zeros(1, dtype=bool)
+        self._action = np.zeros((1, robot.nu))
+        # views the observation code reads (batch of one)
+        self._qpos, self._qvel, self._sens = self.data.qpos[None], self.data.qvel[None], self.data.sensordata[None]
+        self.ticks = 0
+        self.published = 0
+        self.bad_states = 0
+        self.compute_s = 0.0
+        self.compute_max_s = 0.0
+        self.last_obs: np.ndarray | None = None
+        self.last_success = False
+
+    # ----------------------------------------------------------------- inputs
+    def set_goal(self, values: np.ndarray) -> bool:
+        """The task message (target position for reach); False when its size or values are wrong."""
+        v = np.asarray(values, dtype=np.float64).ravel()
+        if v.size != self.goal_dim or not np.isfinite(v).all():
+            return False
+        self.env.goal[0] = v
+        self.has_goal = True
+        return True
+
+    def set_state(self, q: np.ndarray, qd: np.ndarray, stamp: float, now: float) -> bool:
+        """A measured joint state in :attr:`state_joints` order; False when it is not used.
+
+        Non-finite values, duplicate and out-of-order stamps are dropped (the state watchdog then
+        trips if nothing fresh follows).
+        """
+        if not (np.isfinite(q).all() and np.isfinite(qd).all()):
+            self.bad_states += 1
+            return False
+        if not self.envelope.state_received(stamp, now):
+            return False
+        d = self.data
+        d.qpos[self.qpos_adr] = q
+        d.qvel[self.qvel_adr] = qd
+        mujoco.mj_kinematics(self.model, d)
+        mujoco.mj_sensorPos(self.model, d)
+        self.has_state = True
+        return True
+
+    def new_episode(self) -> None:
+        """A simulator started a new episode (state stamps start over, the pose jumped): soft start from
+        the next measured pose, as training starts an episode from its initial pose. The e-stop latch stays."""
+        self.envelope.restart_stream()
+        self.has_state = False
+
+    def estop(self) -> None:
+        """Latch the e-stop (nothing is published until :meth:`reset`)."""
+        self.envelope.estop()
+
+    def reset(self) -> None:
+        """A new activation: disarm (soft start again from the next measured pose) and clear the e-stop latch."""
+        self.envelope.reset()
+        self.has_state = False
+
+    # ----------------------------------------------------------------- the tick
+    def measured_command(self) -> np.ndarray:
+        """The command that holds the robot where it is (servo set-point = measured joint position)."""
+        return self._mid + self._half * self.env.hold_action(self.data.qpos)
+
+    def tick(self, now: float) -> np.ndarray | None:
+        """One control period at ``now``: the command to publish, or None (not ready, e-stopped).
+
+        :param now: the caller's monotonic time (the same clock as ``set_state``'s ``now``)
+        """
+        self.ticks += 1
+        env, envelope = self.env, self.envelope
+        if envelope.estopped:
+            return None
+        if not envelope.armed:
+            if not (self.has_state and self.has_goal):
+                return None
+            # start where the robot is: set-points = measured pose (as at an episode start)
+            env.first_obs(0, self.data.qpos, self.data.qvel, self.data.sensordata)
+            if not envelope.arm(self.measured_command(), now):
+                return None
+        t0 = self.clock()
+        obs, _, success, _, _ = env.finish_step(self._qpos, self._qvel, self._sens, self._action, self._unstable)
+        self._action[0] = self.policy.act(obs[0])
+        ctrl, _ = env.action_to_ctrl(self._action)
+        compute = self.clock() - t0
+        out = envelope.filter(ctrl[0], now, compute)
+        if out is not None and self._any_delta:
+            # the policy sees the set-point the robot was really given (limits, soft start, holds)
+            env.setpoint[0, self._delta] = ((out - self._mid) / self._half)[self._delta]
+        self.compute_s = compute
+        self.compute_max_s = max(self.compute_max_s, compute)
+        self.last_obs, self.last_success = obs[0], bool(success[0])
+        if out is not None:
+            self.published += 1
+        return out

@@ -1,0 +1,154 @@
+"""The ROS-free control-loop core: same observation and commands as training, layout checks, limits, properties."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from deploy_helpers import untrained_run
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from embodied_ws.config.loader import load_dr
+from embodied_ws.core.errors import UserError
+from embodied_ws.deploy.artifact import resolve_target
+from embodied_ws.deploy.control import ControlCore
+from embodied_ws.sim.env import RobotEnv
+
+OPEN = ["deploy.limit_margin=0", "deploy.max_step=10", "deploy.max_velocity=1000", "deploy.soft_start_s=0"]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return untrained_run(tmp_path_factory.mktemp("deploy") / "run")
+
+
+def test_observation_and_commands_are_the_training_envs(run: Path) -> None:
+    """Envelope wide open: the core sees exactly what the training env sees and commands what it would."""
+    target = resolve_target(run, OPEN)
+    core = ControlCore(target)
+    env = RobotEnv(target.config, load_dr(target.config.dr), seed=3)
+    obs, _ = env.reset()
+    qadr, vadr = core.qpos_adr, core.qvel_adr
+    core.set_goal(env.core.goal[0])
+    now, worst_obs, worst_cmd = 0.0, 0.0, 0.0
+    for k in range(60):
+        assert core.set_state(env.data.qpos[qadr], env.data.qvel[vadr], float(k), now)
+        cmd = core.tick(now)
+        assert cmd is not None
+        worst_obs = max(worst_obs, float(np.abs(core.last_obs.astype(np.float32) - obs).max()))
+        obs, *_ = env.step(core.policy.act(obs))
+        worst_cmd = max(worst_cmd, float(np.abs(env.data.ctrl - cmd).max()))
+        now += 1.0 / core.rate_hz
+    assert worst_obs <= 1e-6 and worst_cmd <= 1e-9, (worst_obs, worst_cmd)
+    assert core.envelope.status.mode == "running"
+
+
+def test_a_policy_for_another_robot_is_one_line_naming_the_field(run: Path) -> None:
+    with pytest.raises(UserError, match=r"policy\.json: action field 0 is 'base_yaw' in the policy but 'slider'") as e:
+        ControlCore(resolve_target(run, ["deploy.robot=cartpole"]))
+    assert "\n" not in e.value.line()
+
+
+def test_an_observation_layout_mismatch_names_the_field(run: Path, tmp_path: Path) -> None:
+    policy = tmp_path / "policy"
+    policy.mkdir()
+    meta = json.loads((run / "policy" / "policy.json").read_text())
+    names = meta["observation"]["names"]
+    names[3], names[4] = names[4], names[3]
+    (policy / "policy.json").write_text(json.dumps(meta))
+    (policy / "policy.safetensors").write_bytes((run / "policy" / "policy.safetensors").read_bytes())
+    with pytest.raises(UserError, match=r"observation field 3 is 'qd/shoulder' in the policy but 'qd/base_yaw'"):
+        ControlCore(resolve_target(policy))  # a bare policy folder: config rebuilt from policy.json
+
+
+def test_missing_folder_and_bad_deploy_keys_are_one_line(run: Path, tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="no such run or policy folder"):
+        resolve_target(tmp_path / "ghost")
+    with pytest.raises(UserError, match="not a run or policy folder"):
+        resolve_target(tmp_path)
+    with pytest.raises(UserError, match=r"--set deploy.max_speed: unknown key 'max_speed'"):
+        resolve_target(run, ["deploy.max_speed=1"])
+    with pytest.raises(UserError, match=r"deploy.on_state_timeout: must be hold or safe_pose"):
+        resolve_target(run, ["deploy.on_state_timeout=panic"])
+    with pytest.raises(UserError, match=r"deploy.state_timeout_s: must be at least two control periods"):
+        ControlCore(resolve_target(run, ["deploy.state_timeout_s=0.01"]))
+
+
+def test_limits_come_from_policy_model_and_limits_file(run: Path, tmp_path: Path) -> None:
+    sets = ["deploy.limit_margin=0.1", "deploy.max_step=0.05", "deploy.max_velocity=1"]
+    core = ControlCore(resolve_target(run, sets))
+    meta = json.loads((run / "policy" / "policy.json").read_text())
+    lo, hi = np.array(meta["joints"]["lower"]), np.array(meta["joints"]["upper"])
+    assert np.allclose(core.limits.lower, lo + 0.1 * (hi - lo)) and np.allclose(core.limits.upper, hi - 0.1 * (hi - lo))
+    assert np.allclose(core.limits.max_step, 1.0 / 25)  # velocity 1 rad/s at 25 Hz is tighter than 0.05
+    limits = tmp_path / "limits.yaml"
+    limits.write_text("joints:\n  elbow: {lower: -0.5, upper: 0.7, max_velocity: 0.25}\n")
+    core = ControlCore(resolve_target(run, [f"deploy.limits_file={limits}"]))
+    assert core.limits.lower[2] == -0.5 and core.limits.upper[2] == 0.7 and core.limits.max_step[2] == 0.01
+    limits.write_text("joints:\n  elbow: {lower: -0.5}\n  wrist: {upper: 1}\n")
+    with pytest.raises(UserError, match=r"limits.yaml:3: unknown joint 'wrist'"):
+        ControlCore(resolve_target(run, [f"deploy.limits_file={limits}"]))
+
+
+def test_state_watchdog_holds_then_resumes_with_fresh_states(run: Path) -> None:
+    core = ControlCore(resolve_target(run, ["deploy.soft_start_s=0"]))
+    env = RobotEnv(core.cfg, load_dr(core.cfg.dr), seed=1)
+    env.reset()
+    core.set_goal(env.core.goal[0])
+    q, qd = env.data.qpos[core.qpos_adr].copy(), env.data.qvel[core.qvel_adr].copy()
+    assert core.tick(0.0) is None  # no state yet: nothing
+    core.set_state(q, qd, 1.0, 0.0)
+    cmds = [core.tick(t) for t in np.arange(0.04, 0.6, 0.04)]  # no new state after t=0
+    held = [c for c, t in zip(cmds, np.arange(0.04, 0.6, 0.04), strict=True) if t > 0.25]
+    assert all(np.array_equal(c, held[0]) for c in held) and core.envelope.status.mode == "state_timeout"
+    assert core.envelope.status.events["state_timeout"] == 1
+    assert not core.set_state(q, qd, 1.0, 0.6)  # a duplicate does not revive it
+    assert core.set_state(q, qd, 2.0, 0.6)
+    core.tick(0.64)
+    assert core.envelope.status.mode == "running"
+
+
+WILD = st.one_of(st.floats(), st.sampled_from([math.nan, math.inf, -math.inf, 1e300, -1e300]), st.floats(-3, 3))
+VEC3 = st.lists(WILD, min_size=3, max_size=3)
+#: (kind, dt, values, values, stamp step): 0-2 tick, 3 state, 4 goal, 5 e-stop
+EVENT = st.tuples(st.integers(0, 5), st.floats(0.0, 0.1), VEC3, VEC3, st.integers(-1, 1))
+
+
+@settings(max_examples=10_000, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(events=st.lists(EVENT, max_size=12))
+def test_core_never_publishes_outside_the_envelope(core_for_properties: ControlCore, events) -> None:
+    """NaN/inf/huge joint states, velocities and goals; reordered/duplicate stamps; e-stop at any time."""
+    core = core_for_properties
+    core.reset()
+    lim = core.limits
+    core.set_goal(np.array([0.3, 0.0, 0.3]))
+    core.set_state(np.array([0.0, 0.35, 0.9]), np.zeros(3), 0.0, 0.0)
+    now, stamp, prev, stopped = 0.0, 0.0, None, False
+    for kind, dt, a, b, dstamp in events:
+        now += dt
+        if kind == 3:
+            stamp += dstamp
+            core.set_state(np.array(a), np.array(b), stamp, now)
+        elif kind == 4:
+            core.set_goal(np.array(a))
+        elif kind == 5:
+            core.estop()
+            stopped = True
+        else:
+            out = core.tick(now)
+            if stopped:
+                assert out is None
+            elif out is not None:
+                assert np.isfinite(out).all() and (out >= lim.lower).all() and (out <= lim.upper).all()
+                if prev is not None:
+                    assert (np.abs(out - prev) <= lim.max_step * (1 + 1e-9) + 1e-12).all()
+                prev = out
+
+
+@pytest.fixture(scope="module")
+def core_for_properties(run: Path) -> ControlCore:
+    return ControlCore(resolve_target(run, ["deploy.soft_start_s=0.2"]))

@@ -1,0 +1,106 @@
+"""TrainingRun: run state saved and restored as one piece; envs closed on every exit path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import pytest
+from stable_baselines3.common.callbacks import BaseCallback
+
+from embodied_ws.config.loader import load_config
+from embodied_ws.core.errors import UserError
+from embodied_ws.rl.backends import env_hooks
+from embodied_ws.rl.run import TrainingRun
+
+# DR without actuator parameters, so the servo sabotage below survives every episode's DR draw
+DR = "dr={enabled: true, params: {body_mass: {dist: uniform, range: [0.8, 1.2], mode: scale}}}"
+SETS = [
+    DR,
+    "train.n_envs=4",
+    "ppo.n_steps=32",
+    "ppo.batch_size=64",
+    "ppo.n_epochs=1",
+    "train.eval_every=128",
+    "train.eval_episodes=4",
+    "train.checkpoint_every=0",
+    "train.curriculum_steps=2048",
+    "train.final_eval_episodes=0",
+    "train.target_success=null",
+]
+
+
+def _unstable(run: TrainingRun) -> None:
+    """Servo gains of 1e12 without force limits on training env 0: MuJoCo blows up, the env is reset."""
+    m = env_hooks(run.venv).env_core().models[0]
+    m.actuator_gainprm[:, 0] = 1e12
+    m.actuator_biasprm[:, 1] = -1e12
+    m.actuator_forcelimited[:] = 0
+    m.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
+
+
+def _snapshot(run: TrainingRun) -> dict:
+    return json.loads(
+        json.dumps(
+            {
+                "step": int(run.model.num_timesteps),
+                "curriculum_scale": run.curriculum_scale,
+                "episodes": run.state.episodes,
+                "evals": run.state.evals,
+                "physics_resets": run.state.physics_resets,
+                "env": env_hooks(run.venv).get_env_state(),
+                "obs_mean": run.venv.obs_rms.mean.tolist(),
+            }
+        )
+    )
+
+
+@pytest.mark.slow
+def test_resumed_run_has_the_interrupted_runs_state(tmp_path: Path) -> None:
+    cfg = load_config("reach", [*SETS, "train.total_timesteps=512"])
+    with TrainingRun(cfg, "r", tmp_path, progress=False) as run:
+        _unstable(run)
+        assert run.learn() is False
+        run.save()
+        before = _snapshot(run)
+    assert before["physics_resets"] > 0 and before["episodes"] and len(before["evals"]) == 4
+    # the curriculum pushes its scale to the envs at each rollout start: the last one began at step 384
+    assert before["curriculum_scale"] == 512 / 2048
+    assert {d["scale"] for d in before["env"]["streams"]["dr"]} == {384 / 2048}
+
+    more = load_config("reach", [*SETS, "train.total_timesteps=640"])
+    with TrainingRun(more, "r", tmp_path, resume=True, progress=False) as again:
+        assert _snapshot(again) == before
+        again.learn()
+        assert again.state.episodes[: len(before["episodes"])] == [tuple(e) for e in before["episodes"]]
+        assert len(again.state.evals) == 5 and again.model.num_timesteps == 640
+
+
+class _Boom(BaseCallback):
+    def _on_step(self) -> bool:
+        raise RuntimeError("boom")
+
+
+def test_envs_are_closed_on_every_exit_path(tmp_path: Path) -> None:
+    cfg = load_config("reach", [*SETS, "train.total_timesteps=128"])
+    run = TrainingRun(cfg, "r", tmp_path, progress=False)
+    with pytest.raises(RuntimeError, match="boom"), run:
+        run.learn([_Boom()])
+    assert run.venv.unwrapped.closed and run.eval_env.closed
+
+    with TrainingRun(cfg, "ok", tmp_path, progress=False) as done:
+        done.learn()
+        done.save()
+    assert done.venv.unwrapped.closed
+
+    other = load_config("reach", [*SETS, "train.total_timesteps=256", "train.n_envs=2"])
+    resumed = TrainingRun(other, "ok", tmp_path, resume=True, progress=False)
+    with (
+        pytest.raises(UserError, match="saved env state is batched with 4 envs, these envs are batched with 2"),
+        resumed,
+    ):
+        pass
+    assert resumed.venv.unwrapped.closed and resumed.eval_env.closed
+    assert np.isfinite(done.venv.obs_rms.mean).all()

@@ -1,0 +1,104 @@
+"""PEFT LoRA on a tiny SmolVLA (the real LeRobot class, a local random backbone): frozen base, small share,
+learning, adapter save/reload, merge."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from vla_helpers import make_dataset, tiny_backbone, tiny_config
+
+from embodied_ws.vla.finetune import prepare, train_steps
+from embodied_ws.vla.policies import load_adapter, trainable_share
+
+pytestmark = pytest.mark.slow
+
+
+def _fixed_inputs(parts: dict[str, Any], seed: int = 0) -> tuple[dict[str, Any], torch.Tensor, torch.Tensor]:
+    """One preprocessed batch with fixed flow-matching noise and time, so losses are comparable."""
+    torch.manual_seed(seed)
+    batch = parts["pre"](next(iter(parts["loader"])))
+    cfg = parts["policy"].config
+    n = batch["action"].shape[0]
+    noise = torch.randn(n, cfg.chunk_size, cfg.max_action_dim)
+    time = torch.full((n,), 0.5)
+    return batch, noise, time
+
+
+def _loss(model: Any, inputs: tuple[dict[str, Any], torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    batch, noise, time = inputs
+    model.eval()
+    with torch.no_grad():
+        loss, _ = model.forward(dict(batch), noise=noise, time=time)
+    return loss
+
+
+def _chunk(model: Any, inputs: tuple[dict[str, Any], torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    batch, noise, _ = inputs
+    model.eval()
+    with torch.no_grad():
+        return model.predict_action_chunk(dict(batch), noise=noise)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("lora")
+    cfg = tiny_config(tiny_backbone(tmp / "vlm"))
+    parts = prepare(make_dataset(tmp / "ds"), cfg, tmp / "run", "cpu")
+    model = parts["model"]
+    base_before = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" not in n}
+    inputs = _fixed_inputs(parts)
+    loss_before = _loss(model, inputs)
+    optim = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.vla.learning_rate)
+    torch.manual_seed(1)
+    losses = train_steps(model, parts["pre"], parts["loader"], optim, 40)
+    model.save_pretrained(tmp / "adapter")
+    parts["policy"].config.save_pretrained(tmp / "adapter")
+    return {
+        **parts,
+        "tmp": tmp,
+        "base_before": base_before,
+        "inputs": inputs,
+        "loss_before": loss_before,
+        "losses": losses,
+    }
+
+
+def test_only_adapters_train_and_they_are_a_small_share(trained: dict[str, Any]) -> None:
+    model = trained["model"]
+    n_train, n_all = trainable_share(model)
+    assert 0 < n_train <= 0.02 * n_all, (n_train, n_all)
+    assert all("lora_" in n for n, p in model.named_parameters() if p.requires_grad)
+
+
+def test_base_weights_stay_bit_identical(trained: dict[str, Any]) -> None:
+    after = dict(trained["model"].named_parameters())
+    assert trained["base_before"]
+    for name, before in trained["base_before"].items():
+        assert torch.equal(before, after[name].detach()), name
+
+
+def test_loss_falls(trained: dict[str, Any]) -> None:
+    after = _loss(trained["model"], trained["inputs"])
+    assert after < 0.9 * trained["loss_before"], (float(trained["loss_before"]), float(after))
+    first, last = trained["losses"][:10], trained["losses"][-10:]
+    assert sum(last) < sum(first)
+
+
+def test_saved_adapter_reloads_to_identical_outputs(trained: dict[str, Any]) -> None:
+    reloaded = load_adapter(trained["tmp"] / "adapter", "cpu")
+    inputs = trained["inputs"]
+    assert torch.equal(_loss(reloaded, inputs), _loss(trained["model"], inputs))
+    assert torch.equal(_chunk(reloaded, inputs), _chunk(trained["model"], inputs))
+
+
+def test_merged_and_unmerged_agree(trained: dict[str, Any]) -> None:
+    merged = load_adapter(trained["tmp"] / "adapter", "cpu", merge=True)
+    assert not any("lora_" in n for n, _ in merged.named_parameters())
+    inputs = trained["inputs"]
+    a, b = _chunk(merged, inputs), _chunk(trained["model"], inputs)
+    assert torch.allclose(a, b, atol=1e-4), (a - b).abs().max()
+    # the adapters did change the policy (else merged == unmerged would hold trivially)
+    base = type(trained["policy"]).from_pretrained(trained["tmp"] / "run" / "base")
+    assert not torch.allclose(_chunk(base, inputs), b, atol=1e-4)
