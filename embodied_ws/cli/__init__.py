@@ -18,6 +18,7 @@ from embodied_ws.core.errors import EXIT_ENV_LOST, EXIT_USER_ERROR, EnvLost, Use
 #: verb modules under ``embodied_ws.cli``; each defines ``register(add_verb)``
 VERB_MODULES: tuple[str, ...] = (
     "training",
+    "robot",
     "assist",
     "scale",
     "sysid",

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from embodied_ws.cli.robot import add_robot_options
 from embodied_ws.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -38,6 +39,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         cfg = load_config(saved, overrides)
     else:
         cfg = load_config(args.config, overrides)
+    cfg.env.robot_args += args.robot_arg
+    cfg.env.package_paths += [str(Path(p).expanduser().resolve()) for p in args.package_path]
     core = check_setup(cfg)
     if not cfg.task.ee_body and core.robot.ee_body:
         cfg.task.ee_body = core.robot.ee_body  # the run's config.yaml records the choice
@@ -104,9 +107,10 @@ def register(add_verb: AddVerb) -> None:
     t.add_argument("--config", default="reach", help="preset under config/train or a YAML path (default: reach)")
     t.add_argument(
         "--robot",
-        help="robot name or MJCF path (shortcut for --set env.robot=...); its end effector is auto-detected "
-        "unless --set task.ee_body=NAME is given",
+        help="robot name, or an MJCF/URDF/xacro path (shortcut for --set env.robot=...); its end effector is "
+        "auto-detected unless --set task.ee_body=NAME is given",
     )
+    add_robot_options(t)
     t.add_argument("--task", help="task name (shortcut for --set env.task=...)")
     t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config value; repeatable")
     t.add_argument("--name", default="default", help="run name: folder under --runs (default: default)")

@@ -17,7 +17,10 @@ VecEnvName = Literal["mujoco", "subproc", "dummy", "ros"]
 class EnvConfig:
     """Which robot and task, and how the env runs.
 
-    :param robot: robot name from ``models/`` or a path to an MJCF file
+    :param robot: robot name from ``models/``, or a path to an MJCF, URDF (``.urdf``) or xacro (``.xacro``) file
+    :param robot_args: xacro arguments of a ``.xacro`` robot, as ``NAME:=VALUE`` strings
+    :param package_paths: folders holding ROS packages for ``$(find pkg)`` and ``package://pkg`` (searched
+        before ``AMENT_PREFIX_PATH`` and ``ROS_PACKAGE_PATH``)
     :param task: registered task name (``reach``, ``swingup``)
     :param frame_skip: physics steps per control step (control period = frame_skip × timestep)
     :param episode_steps: control steps before truncation
@@ -32,6 +35,8 @@ class EnvConfig:
     """
 
     robot: str = "arm3"
+    robot_args: list[str] = field(default_factory=list)
+    package_paths: list[str] = field(default_factory=list)
     task: str = "reach"
     frame_skip: int = 20
     episode_steps: int = 50

@@ -74,7 +74,7 @@ def export_policy(out_dir: Path, model: Any, venv: Any, core: EnvCore) -> Path:
             "actuators": r.actuator_names,
             "mode": core.cfg.env.action_mode,
             "delta_actuators": core.delta_actuators.tolist(),
-            "delta_scale": core.delta_scale,
+            "delta_scale": np.asarray(core.delta_scale).tolist(),  # a float, or one per actuator
             "ctrl_low": r.ctrl_low.tolist(),
             "ctrl_high": r.ctrl_high.tolist(),
             "mapping": "ctrl = (ctrl_low + ctrl_high) / 2 + (ctrl_high - ctrl_low) / 2 * clip(a, -1, 1)",

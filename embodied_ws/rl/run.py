@@ -27,6 +27,7 @@ from embodied_ws.rl import callbacks as cb
 from embodied_ws.rl.backends import backend_for, env_hooks, make_vec_env
 from embodied_ws.rl.checkpoint import latest_checkpoint, load_vecnormalize, read_state, restore_rng, save_checkpoint
 from embodied_ws.rl.ppo import make_training_env, ppo_kwargs, resolve_device
+from embodied_ws.sim.urdf import save_generated_model
 
 
 @dataclass
@@ -119,6 +120,7 @@ class TrainingRun:
             )
         self.run_dir.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(self.run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False).encode())
+        save_generated_model(self.run_dir, cfg)  # a URDF/xacro robot: the MJCF that is simulated
         self.dr = load_dr(cfg.dr)
         if resolve_device(cfg.ppo.device, cfg.env.camera_obs) == "cpu":
             torch.set_num_threads(1)  # the sim threads own the cores; a 64×64 MLP gains nothing from more

@@ -32,7 +32,25 @@ def _clip1(x: np.ndarray) -> np.ndarray:
 def build_robot(cfg: RunConfig) -> Robot:
     """Load the configured robot with what its task needs (end-effector sensor for reach)."""
     task_cls = TASKS.get(cfg.env.task, "env.task")
-    return load_robot(cfg.env.robot, cfg.task.ee_body or None, need_ee=task_cls.needs_ee)
+    return load_robot(
+        cfg.env.robot,
+        cfg.task.ee_body or None,
+        need_ee=task_cls.needs_ee,
+        robot_args=cfg.env.robot_args,
+        package_paths=cfg.env.package_paths,
+        free_space=task_cls.free_space,
+    )
+
+
+def joint_delta_scale(robot: Robot, delta_scale: float, control_dt: float, ctrl_half: np.ndarray) -> Any:
+    """Delta mode: the largest set-point move per control step, per actuator, as a fraction of its
+    half range: ``delta_scale``, or less where the joint's velocity limit ``v`` allows only
+    ``v · control_dt`` per step (a scalar when no limit is known, as for hand-written MJCF)."""
+    v = robot.velocity_limit
+    if v is None or not np.isfinite(v).any():
+        return delta_scale
+    cap = np.where(np.isfinite(v), v * control_dt / np.maximum(ctrl_half, 1e-9), np.inf)
+    return np.minimum(delta_scale, cap)
 
 
 class EnvCore:
@@ -54,7 +72,10 @@ class EnvCore:
         self.task = TASKS.get(cfg.env.task, "env.task")(self.robot, cfg.task)
         self.n = n
         self.dr_spec = dr
-        self.models = [copy.copy(self.robot.model) for _ in range(n)]
+        # envs that do not render simulate the lean copy (no geoms/meshes) when the task allows it
+        lean = self.robot.physics_model
+        self.base_model = self.robot.model if visual or lean is None else lean
+        self.models = [copy.copy(self.base_model) for _ in range(n)]
         self.visual = visual
         self.episode_steps = cfg.env.episode_steps
         self.frame_skip = cfg.env.frame_skip
@@ -68,7 +89,7 @@ class EnvCore:
         )
         # delta mode: servo actuators integrate actions into set-points (kept in ``setpoint``, in [-1, 1])
         self._delta = self._servo & (cfg.env.action_mode == "delta")
-        self.delta_scale = cfg.env.delta_scale
+        self.delta_scale = joint_delta_scale(self.robot, cfg.env.delta_scale, self.control_dt, self.ctrl_half)
         self._any_delta, self._all_delta = bool(self._delta.any()), bool(self._delta.all())
         self.setpoint = np.zeros((n, nu))
         self.obs_dim = obs_dim + (nu if self._delta.any() else 0)
@@ -99,7 +120,7 @@ class EnvCore:
         self.task_rng = [np.random.default_rng(c.spawn(1)[0]) for c in children[:-1]]
         old_scale = self.dr[0].scale if getattr(self, "dr", None) else 1.0
         self.dr = [
-            DRSampler(self.dr_spec, self.robot.model, int(children[i].generate_state(1)[0]), self.visual)
+            DRSampler(self.dr_spec, self.base_model, int(children[i].generate_state(1)[0]), self.visual)
             for i in range(self.n)
         ]
         for d in self.dr:

@@ -1,7 +1,10 @@
-"""Robots: load an MJCF (registered name or path) and read what a task needs from the model itself.
+"""Robots: load an MJCF or a URDF/xacro (registered name or path) and read what a task needs from the model.
 
-Actuated joints, their limits and the actuators' control ranges come from the model; the end
-effector is a named body/site or, when not named, the leaf body of the longest kinematic chain.
+Actuated joints, their limits and the actuators' control ranges come from the model; a URDF/xacro
+description is first converted to MJCF (:mod:`embodied_ws.sim.urdf`). For tasks that need an end
+effector, :mod:`embodied_ws.sim.robot_defaults` picks it (a tool frame, never a finger) when it is
+not named, holds the joints that are not on the arm (grippers) and adds a ``home`` keyframe when the
+model has none.
 We add one ``framepos`` sensor on the end effector with MjSpec, so batched rollouts return its
 position in ``sensordata`` without any Python forward-kinematics call.
 """
@@ -16,6 +19,8 @@ import numpy as np
 
 from embodied_ws.core.errors import ModelError, UnknownNameError
 from embodied_ws.core.paths import models_dir
+from embodied_ws.sim import robot_defaults as rd
+from embodied_ws.sim.urdf import generate_mjcf, is_description, parse_args
 
 EE_SENSOR = "embodied_ee_pos"
 EE_SITE = "embodied_ee"
@@ -40,6 +45,14 @@ class Robot:
     ee_sensor_idx: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     camera_names: list[str] = field(default_factory=list)
     home_qpos: np.ndarray | None = None
+    #: the model the per-env copies are made of when nothing renders (no geoms/contacts; free-space tasks)
+    physics_model: mujoco.MjModel | None = None
+    #: velocity limit per actuator (NaN: unknown), from a URDF's ``<limit velocity>``
+    velocity_limit: np.ndarray | None = None
+    #: joints held at their home value (grippers), not commanded by the policy
+    held_joints: list[str] = field(default_factory=list)
+    #: the generated MJCF text when the robot came from a URDF/xacro description
+    generated_mjcf: str | None = None
 
     @property
     def nu(self) -> int:
@@ -59,12 +72,14 @@ def available_robots() -> list[str]:
 
 
 def resolve_model_path(robot: str) -> tuple[str, Path]:
-    """Map a robot name or an MJCF path to ``(name, path)``; unknown names raise a one-line error."""
-    if robot.endswith(".xml") or "/" in robot:
+    """Map a robot name or an MJCF/URDF/xacro path to ``(name, path)``; unknown names raise a one-line error."""
+    if robot.endswith(".xml") or "/" in robot or is_description(robot):
         path = Path(robot).expanduser()
         if not path.is_file():
-            raise ModelError("MJCF file not found", str(path))
-        return path.stem, path.resolve()
+            kind = "robot description" if is_description(robot) else "MJCF file"
+            raise ModelError(f"{kind} not found", str(path))
+        stem = path.name.split(".")[0] if is_description(robot) else path.stem
+        return stem, path.resolve()
     path = models_dir() / robot / "scene.xml"
     if not path.is_file():
         known = ", ".join(available_robots()) or "none"
@@ -98,16 +113,34 @@ def _compile(spec: mujoco.MjSpec, path: Path) -> mujoco.MjModel:
         raise ModelError(str(exc).strip().splitlines()[0], str(path)) from None
 
 
-def load_robot(robot: str, ee_body: str | None = None, need_ee: bool = True) -> Robot:
-    """Load a robot by registered name or MJCF path.
+def load_robot(
+    robot: str,
+    ee_body: str | None = None,
+    need_ee: bool = True,
+    robot_args: list[str] | tuple[str, ...] = (),
+    package_paths: list[str] | tuple[str, ...] = (),
+    free_space: bool = False,
+) -> Robot:
+    """Load a robot by registered name, MJCF path or URDF/xacro path.
 
-    :param robot: name of a folder in ``models/`` or a path to an MJCF file
+    :param robot: name of a folder in ``models/``, or a path to an MJCF, URDF or xacro file
     :param ee_body: body or site used as end effector; auto-detected when ``None``
-    :param need_ee: add the end-effector position sensor (reach-like tasks)
+    :param need_ee: add the end-effector position sensor (reach-like tasks); also holds the joints
+        that are not on the arm and adds a ``home`` keyframe when the model has none
+    :param robot_args: xacro arguments ``NAME:=VALUE``
+    :param package_paths: extra folders holding ROS packages (``$(find)``, ``package://``)
+    :param free_space: the task needs no contacts: also build the lean :attr:`Robot.physics_model`
     """
     name, path = resolve_model_path(robot)
+    generated = None
     try:
-        spec = mujoco.MjSpec.from_file(str(path))
+        if is_description(str(path)):
+            generated, _ = generate_mjcf(path, parse_args(robot_args), package_paths)
+            spec = mujoco.MjSpec.from_string(generated)
+        else:
+            spec = mujoco.MjSpec.from_file(str(path))
+    except ModelError:
+        raise
     except Exception as exc:
         msg = str(exc).strip().splitlines()
         raise ModelError(" ".join(msg[:2]) if msg else "cannot parse MJCF", str(path)) from None
@@ -116,12 +149,19 @@ def load_robot(robot: str, ee_body: str | None = None, need_ee: bool = True) -> 
         raise ModelError("model has no actuators, nothing to control", str(path))
 
     ee_name = None
+    held: list[str] = []
     if need_ee:
-        ee_name = ee_body or detect_ee_body(nominal)
+        ee_name = ee_body or rd.detect_ee(nominal) or detect_ee_body(nominal)
         site_id = mujoco.mj_name2id(nominal, mujoco.mjtObj.mjOBJ_SITE, ee_name)
         body_id = mujoco.mj_name2id(nominal, mujoco.mjtObj.mjOBJ_BODY, ee_name)
         if site_id < 0 and body_id < 0:
             raise ModelError(f"no body or site named {ee_name!r} in {path.name}", "task.ee_body")
+        arm = rd.arm_joints(nominal, ee_name)
+        if mujoco.mj_name2id(nominal, mujoco.mjtObj.mjOBJ_KEY, "home") < 0 and arm:
+            rd.set_home_key(spec, nominal, rd.home_pose(nominal, arm, ee_name))
+            nominal = _compile(spec, path)
+        if arm:
+            held = rd.hold_joints(spec, nominal, arm, _home_qpos(nominal))
         if site_id >= 0:
             objtype, objname = mujoco.mjtObj.mjOBJ_SITE, ee_name
         else:
@@ -129,6 +169,8 @@ def load_robot(robot: str, ee_body: str | None = None, need_ee: bool = True) -> 
             objtype, objname = mujoco.mjtObj.mjOBJ_SITE, EE_SITE
         spec.add_sensor(name=EE_SENSOR, type=mujoco.mjtSensor.mjSENS_FRAMEPOS, objtype=objtype, objname=objname)
     model = _compile(spec, path)
+    if model.nu == 0:
+        raise ModelError(f"no actuator drives a joint on the way to the end effector {ee_name!r}", str(path))
 
     joint_ids = []
     for a in range(model.nu):
@@ -172,6 +214,10 @@ def load_robot(robot: str, ee_body: str | None = None, need_ee: bool = True) -> 
         ee_sensor_idx=ee_idx,
         camera_names=names(mujoco.mjtObj.mjOBJ_CAMERA, range(model.ncam)),
         home_qpos=_home_qpos(model),
+        physics_model=rd.physics_model(spec, model) if free_space else None,
+        velocity_limit=rd.velocity_limits(model, joint_ids),
+        held_joints=held,
+        generated_mjcf=generated,
     )
 
 

@@ -3,7 +3,8 @@
 Per control step the whole batch is advanced by ``frame_skip`` physics steps inside MuJoCo's C++
 thread pool (no Python per env or per physics step); observations and rewards come from the
 returned states and sensordata, computed batched in numpy by the shared :class:`EnvCore`.
-Each env has its own MjModel copy, so per-env domain randomization costs nothing extra per step.
+Each env has its own MjModel copy, so per-env domain randomization costs nothing extra per step;
+for free-space tasks the copies carry no geoms or meshes (see :mod:`embodied_ws.sim.robot_defaults`).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class MujocoVecEnv(VecEnv):
     ) -> None:
         self.core = EnvCore(cfg, dr, n_envs, seed)
         self.cfg = cfg
-        model = self.core.robot.model
+        model = self.core.base_model  # what the per-env copies are made of (lean when nothing renders)
         self.nthread = max(1, min(nthread or os.cpu_count() or 1, n_envs))
         self._datas = [mujoco.MjData(model) for _ in range(self.nthread)]
         self._scratch = mujoco.MjData(model)

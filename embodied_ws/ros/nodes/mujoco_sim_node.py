@@ -58,7 +58,8 @@ class MujocoSimNode(Node):
         plant_file = str(self.get_parameter("plant").value)
         self.plant = load_plant(plant_file) if plant_file else None
         dr = self.plant.env_spec() if self.plant else load_dr(cfg.dr)
-        self.core = EnvCore(cfg, dr, 1, int(self.get_parameter("seed").value))
+        camera = bool(self.get_parameter("publish_camera").value)  # a rendering env keeps the full model
+        self.core = EnvCore(cfg, dr, 1, int(self.get_parameter("seed").value), visual=camera)
         self.model = self.core.models[0]
         if self.plant:  # applied once now; every reset re-applies the same fixed values
             self.core.dr[0].sample_reset(self.model)

@@ -24,6 +24,8 @@ class Task(ABC):
 
     #: whether the robot must be loaded with an end-effector position sensor
     needs_ee: bool = False
+    #: the task needs no contacts: envs that do not render simulate a copy without geoms (less memory)
+    free_space: bool = False
     obs_dim: int = 0
     goal_dim: int = 0
 

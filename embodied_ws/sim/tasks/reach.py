@@ -51,6 +51,7 @@ class ReachTask(Task):
     """
 
     needs_ee = True
+    free_space = True
     goal_dim = 3
 
     def __init__(self, robot: Robot, cfg: TaskConfig) -> None:

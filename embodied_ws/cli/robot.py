@@ -1,0 +1,176 @@
+"""Verb ``robot show``: what the toolkit makes of a robot (MJCF, URDF or xacro), and a PNG of its home pose."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from embodied_ws.cli import AddVerb
+
+
+def add_robot_options(p: argparse.ArgumentParser) -> None:
+    """``--robot-arg`` and ``--package-path`` (shared by ``train`` and ``robot show``).
+
+    :param p: the verb's parser
+    """
+    p.add_argument("--robot-arg", action="append", default=[], metavar="NAME:=VALUE", help="xacro argument; repeatable")
+    p.add_argument(
+        "--package-path",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="folder holding ROS packages (DIR/pkg/package.xml) for $(find pkg) and package://; repeatable",
+    )
+
+
+def describe(robot: Any) -> dict[str, Any]:
+    """Joints, limits, actuators, held joints, mimic couplings and end effector of a loaded robot.
+
+    :param robot: a :class:`embodied_ws.sim.robot.Robot`
+    """
+    import mujoco
+    import numpy as np
+
+    m = robot.model
+    acts = []
+    for a in range(m.nu):
+        acts.append(
+            {
+                "name": robot.actuator_names[a],
+                "joint": robot.joint_names[a],
+                "kp": round(float(m.actuator_gainprm[a, 0]), 3),
+                "kv": round(float(-m.actuator_biasprm[a, 2]), 3),
+                "ctrlrange": [round(float(v), 4) for v in m.actuator_ctrlrange[a]],
+                "forcerange": [round(float(v), 3) for v in m.actuator_forcerange[a]]
+                if m.actuator_forcelimited[a]
+                else None,
+            }
+        )
+    vel = robot.velocity_limit if robot.velocity_limit is not None else np.full(m.nu, np.nan)
+    joints = [
+        {
+            "name": n,
+            "range": [round(float(lo), 4), round(float(hi), 4)],
+            "velocity_limit": None if not np.isfinite(v) else float(v),
+        }
+        for n, lo, hi, v in zip(robot.joint_names, robot.joint_low, robot.joint_high, vel, strict=True)
+    ]
+    name = lambda obj, i: mujoco.mj_id2name(m, obj, i)  # noqa: E731
+    mimic = [
+        {
+            "follower": name(mujoco.mjtObj.mjOBJ_JOINT, m.eq_obj1id[e]),
+            "leader": name(mujoco.mjtObj.mjOBJ_JOINT, m.eq_obj2id[e]),
+        }
+        for e in range(m.neq)
+        if m.eq_type[e] == mujoco.mjtEq.mjEQ_JOINT and m.eq_obj2id[e] >= 0
+    ]
+    return {
+        "robot": robot.name,
+        "path": str(robot.path),
+        "dof": int(m.nu),
+        "joints": joints,
+        "actuators": acts,
+        "held_joints": robot.held_joints,
+        "mimic": mimic,
+        "end_effector": robot.ee_body,
+        "home": [round(float(v), 4) for v in robot.home_qpos[robot.qpos_idx]],
+    }
+
+
+def render_home(robot: Any, path: Path, size: tuple[int, int] = (480, 640)) -> None:
+    """Write a PNG of the robot at its home pose (free camera framing the whole model).
+
+    :param robot: a loaded robot
+    :param path: the PNG to write
+    :param size: (height, width)
+    """
+    import imageio.v3 as iio
+    import mujoco
+    import numpy as np
+
+    from embodied_ws.core.atomic import write_bytes_atomic
+
+    model = robot.model
+    model.vis.global_.offwidth = max(model.vis.global_.offwidth, size[1])
+    model.vis.global_.offheight = max(model.vis.global_.offheight, size[0])
+    data = mujoco.MjData(model)
+    data.qpos[:] = robot.home_qpos
+    mujoco.mj_forward(model, data)
+    cam = mujoco.MjvCamera()
+    mujoco.mjv_defaultFreeCamera(model, cam)
+    pts = data.xpos[1:] if model.nbody > 1 else data.xpos
+    cam.lookat[:] = (pts.min(axis=0) + pts.max(axis=0)) / 2.0
+    cam.azimuth, cam.elevation = 135.0, -20.0
+    cam.distance = 1.6 * max(float(np.ptp(pts, axis=0).max()), 0.3) + 0.3
+    model.vis.headlight.ambient[:] = 0.45
+    model.vis.headlight.diffuse[:] = 0.6
+    opt = mujoco.MjvOption()
+    opt.geomgroup[:] = 1  # visual and collision groups alike
+    with mujoco.Renderer(model, *size) as renderer:
+        renderer.update_scene(data, camera=cam, scene_option=opt)
+        image = renderer.render()
+    write_bytes_atomic(path, iio.imwrite("<bytes>", image, extension=".png"))
+
+
+def _cmd_robot(args: argparse.Namespace) -> int:
+    from embodied_ws.core.atomic import write_bytes_atomic
+    from embodied_ws.sim.robot import load_robot
+    from embodied_ws.sim.urdf import generate_mjcf, is_description, parse_args
+
+    robot = load_robot(args.path, args.ee_body or None, True, args.robot_arg, args.package_path)
+    info = describe(robot)
+    out = Path(args.out)
+    if is_description(args.path):
+        _, notes = generate_mjcf(args.path, parse_args(args.robot_arg), args.package_path)
+        mjcf = out / f"{robot.name}.xml"
+        write_bytes_atomic(mjcf, (robot.generated_mjcf or "").encode())
+        info["generated_mjcf"] = str(mjcf)
+        info["notes"] = notes
+    png = out / f"{robot.name}_home.png"
+    if not args.no_image:
+        render_home(robot, png)
+        info["image"] = str(png)
+    if args.json:
+        print(json.dumps(info))
+        return 0
+    print(f"robot: {info['robot']} ({info['path']}), {info['dof']} commanded joints")
+    print("joints (range, velocity limit):")
+    for j in info["joints"]:
+        print(
+            f"  {j['name']}: [{j['range'][0]}, {j['range'][1]}]"
+            + (f", {j['velocity_limit']}/s" if j["velocity_limit"] else "")
+        )
+    print("actuators (position servos):")
+    for a in info["actuators"]:
+        print(f"  {a['name']}: kp={a['kp']} kv={a['kv']} ctrl={a['ctrlrange']} force={a['forcerange']}")
+    print(f"held (not learned): {', '.join(info['held_joints']) or 'none'}")
+    for c in info["mimic"]:
+        print(f"mimic: {c['follower']} follows {c['leader']}")
+    print(f"end effector: {info['end_effector']}")
+    print(f"home: {info['home']}")
+    for n in info.get("notes", []):
+        print(f"note: {n}")
+    for key in ("generated_mjcf", "image"):
+        if key in info:
+            print(f"{key.replace('_', ' ')}: {info[key]}")
+    return 0
+
+
+def register(add_verb: AddVerb) -> None:
+    """Add ``robot show``."""
+    p = add_verb(
+        "robot",
+        _cmd_robot,
+        "Show a robot (MJCF, URDF or xacro): joints, limits, servos, end effector; renders its home pose.",
+        "example: embodied-ws robot show my_description/urdf/arm.urdf.xacro --robot-arg dof:=7 "
+        "--package-path ~/ws/src --out /tmp/arm",
+    )
+    p.add_argument("action", choices=["show"], help="what to do (show)")
+    p.add_argument("path", help="robot name, or a path to an .xml, .urdf or .urdf.xacro file")
+    add_robot_options(p)
+    p.add_argument("--ee-body", default="", help="end-effector body or site (default: auto-detected)")
+    p.add_argument("--out", default=".", help="folder for the PNG and the generated MJCF (default: .)")
+    p.add_argument("--no-image", action="store_true", help="skip rendering the PNG")
