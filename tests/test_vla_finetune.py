@@ -70,6 +70,30 @@ def test_finetune_resume_export_eval_and_runner(cli, setup: dict[str, Path]) -> 
     runner.act(obs)
     assert runner.replans == 3
 
+    # --pretrained: start from a saved LeRobot policy folder (here the merged one; users: lerobot/smolvla_base)
+    third = cli(
+        "finetune",
+        str(setup["demos"]),
+        "--name",
+        "t2",
+        "--runs",
+        str(runs),
+        "--json",
+        "--pretrained",
+        str(run / "merged"),
+        "--set",
+        "vla.steps=1",
+        "--set",
+        "vla.eval_episodes=0",
+        "--set",
+        "vla.batch_size=4",
+        timeout=900,
+    )
+    assert third.returncode == 0, third.stderr[-3000:]
+    s3 = json.loads(third.stdout.strip().splitlines()[-1])
+    assert s3["steps"] == 1 and s3["trainable_share"] <= 0.02
+    assert not (runs / "t2" / "base").exists()  # the pretrained folder is the adapter's base
+
 
 def test_memory_estimate_refusal_names_the_knob(cli, setup: dict[str, Path]) -> None:
     proc = cli(

@@ -243,6 +243,10 @@ def _validate_vla(cfg: RunConfig) -> None:
         raise ConfigError(f"must be in [0, 1), got {v.lora_dropout}", "vla.lora_dropout")
     if len(v.image_size) != 2 or min(v.image_size) <= 0:
         raise ConfigError(f"must be [height, width], got {v.image_size}", "vla.image_size")
+    if v.rename_map is not None and not (
+        isinstance(v.rename_map, dict) and all(isinstance(x, str) for kv in v.rename_map.items() for x in kv)
+    ):
+        raise ConfigError(f"must map dataset keys to policy keys, got {v.rename_map!r}", "vla.rename_map")
     if v.policy == "act" and v.lora and not v.pretrained:
         raise ConfigError("ACT is a baseline trained from scratch: set vla.lora=false", "vla.lora")
 

@@ -207,6 +207,8 @@ class VLAConfig:
     :param max_idle_ratio: pre-flight: largest share of idle frames per episode
     :param max_tracking_error: pre-flight: largest RMS joint error (rad) when replaying a demonstration
     :param memory_margin: refuse to start when the estimate exceeds this fraction of free memory
+    :param rename_map: dataset key → policy key, e.g. ``{observation.images.overview: observation.images.camera1}``
+        for a pretrained policy trained with other camera names
     """
 
     policy: str = "smolvla"
@@ -233,6 +235,7 @@ class VLAConfig:
     max_idle_ratio: float = 0.3
     max_tracking_error: float = 0.1
     memory_margin: float = 0.9
+    rename_map: Any = None
 
 
 @dataclass

@@ -104,9 +104,9 @@ def check_stats(ctx: CheckContext) -> list[Finding]:
                 Finding(
                     "stats",
                     key,
-                    f"stats have {np.asarray(stats[key][keys[0]]).size} entries, "
-                    f"the feature {int(np.prod(f['shape']))}",
-                    "recompute meta/stats.json for this dataset",
+                    f"the dataset has {np.asarray(stats[key][keys[0]]).size} values, the policy "
+                    f"{int(np.prod(f['shape']))}",
+                    "record the policy's joints, or fine-tune a fresh policy on this robot (no --pretrained)",
                 )
             )
     return out

@@ -78,6 +78,10 @@ def prepare(dataset: Path, cfg: RunConfig, run_dir: Path, device: str) -> dict[s
 
     meta_ds = open_dataset(dataset)
     policy, pre, post = build_policy(cfg.vla, meta_ds.meta, device, base_dir=run_dir / "base")
+    if cfg.vla.load_in_4bit:
+        from embodied_ws.vla.quantize import quantize_backbone
+
+        quantize_backbone(policy, device)  # after the full-precision base is saved, before LoRA
     delta = resolve_delta_timestamps(policy.config, meta_ds.meta)
     ds = open_dataset(dataset, delta_timestamps=delta)
     model = wrap_lora(policy, cfg.vla) if cfg.vla.lora else policy
@@ -140,6 +144,10 @@ def finetune(
     if (run_dir / "adapter").exists() and not resume:
         raise UserError("run already finished; use another --name or --resume", str(run_dir))
     device = resolve_device(cfg.vla.device)
+    if cfg.vla.load_in_4bit:
+        from embodied_ws.vla.quantize import require_4bit
+
+        require_4bit(device)  # fail before anything is built
     torch.manual_seed(cfg.vla.seed)
     write_bytes_atomic(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False).encode())
     parts = prepare(dataset, cfg, run_dir, device)

@@ -71,20 +71,48 @@ def build_policy(v: VLAConfig, ds_meta: Any, device: str, base_dir: Path | None 
     from lerobot.configs.policies import PreTrainedConfig
     from lerobot.policies.factory import make_policy, make_pre_post_processors
 
+    rename = dict(v.rename_map or {})
     if v.pretrained:
         cfg = PreTrainedConfig.from_pretrained(v.pretrained)
         cfg.pretrained_path = v.pretrained
         cfg.device = device
+        cfg.use_peft = False  # a full policy to start from (an adapter is loaded with load_adapter)
     else:
         cfg = POLICIES.get(v.policy, "vla.policy")(v, device)
-    policy = make_policy(cfg, ds_meta=ds_meta)
+    policy = make_policy(cfg, ds_meta=ds_meta, rename_map=rename or None)
     if v.lora and not policy.config.pretrained_path:
         if base_dir is None:
             raise ValueError("a fresh policy needs base_dir to be saved before LoRA wrapping")
         base_dir = Path(base_dir).resolve()  # adapters refer to their base by this path
         policy.save_pretrained(base_dir)
         policy.config.pretrained_path = str(base_dir)
-    pre, post = make_pre_post_processors(policy.config, dataset_stats=ds_meta.stats)
+    if not v.pretrained:
+        pre, post = make_pre_post_processors(policy.config, dataset_stats=ds_meta.stats)
+        return policy, pre, post
+    # a pretrained policy brings its processors (tokenizer, steps); normalize with this dataset's stats
+    # and rename its cameras, as LeRobot's own trainer does
+    pc = policy.config
+    pre, post = make_pre_post_processors(
+        pc,
+        pretrained_path=v.pretrained,
+        dataset_stats=ds_meta.stats,
+        preprocessor_overrides={
+            "device_processor": {"device": device},
+            "normalizer_processor": {
+                "features": {**pc.input_features, **pc.output_features},
+                "norm_map": pc.normalization_mapping,
+                "stats": ds_meta.stats,
+            },
+            "rename_observations_processor": {"rename_map": rename},
+        },
+        postprocessor_overrides={
+            "unnormalizer_processor": {
+                "features": pc.output_features,
+                "norm_map": pc.normalization_mapping,
+                "stats": ds_meta.stats,
+            },
+        },
+    )
     return policy, pre, post
 
 
@@ -140,4 +168,8 @@ def load_adapter(adapter_dir: Path, device: str = "cpu", merge: bool = False) ->
     model = PeftModel.from_pretrained(base, str(adapter_dir), config=peft_cfg)
     model.to(device)
     model.eval()
-    return model.merge_and_unload() if merge else model
+    if not merge:
+        return model
+    merged = model.merge_and_unload()
+    merged.config.use_peft = False  # a plain policy now
+    return merged

@@ -18,6 +18,7 @@ def policy_features(cfg: RunConfig, ds_meta: Any) -> dict[str, dict[str, Any]]:
     A ``--pretrained`` policy brings its own input features (camera names and sizes it was trained
     with); a fresh one takes the dataset's, as LeRobot's ``make_policy`` does.
     """
+    import lerobot.policies  # noqa: F401  (registers the policy config types from_pretrained looks up)
     from lerobot.configs.policies import PreTrainedConfig
     from lerobot.utils.feature_utils import dataset_to_policy_features
 
@@ -26,6 +27,8 @@ def policy_features(cfg: RunConfig, ds_meta: Any) -> dict[str, dict[str, Any]]:
     if cfg.vla.pretrained:
         pcfg = PreTrainedConfig.from_pretrained(cfg.vla.pretrained)
         feats = {**(pcfg.input_features or {}), **(pcfg.output_features or {})}
+        back = {v: k for k, v in (cfg.vla.rename_map or {}).items()}  # policy key → dataset key
+        feats = {back.get(k, k): f for k, f in feats.items()}
     else:
         pcfg = POLICIES.get(cfg.vla.policy, "vla.policy")(cfg.vla, "cpu")
         feats = dataset_to_policy_features(ds_meta.features)
