@@ -87,6 +87,8 @@ def test_finetune_resume_export_eval_and_runner(cli, setup: dict[str, Path]) -> 
         "vla.eval_episodes=0",
         "--set",
         "vla.batch_size=4",
+        "--set",
+        "vla.lora_rank=4",
         timeout=900,
     )
     assert third.returncode == 0, third.stderr[-3000:]
