@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, override
 
 import numpy as np
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
@@ -170,6 +170,7 @@ class RayVecEnv(VecEnv):
         return slice(int(self.offsets[k]), int(self.offsets[k + 1]))
 
     # ------------------------------------------------------------------ VecEnv API
+    @override
     def reset(self) -> np.ndarray:
         ray = _ray()
         if self._seeds[0] is not None:
@@ -187,10 +188,12 @@ class RayVecEnv(VecEnv):
         self.round_trips += 1
         return self._last_obs.copy()
 
+    @override
     def step_async(self, actions: np.ndarray) -> None:
         actions = np.asarray(actions).reshape(self.num_envs, -1)
         self._refs = [a.step.remote(actions[self._slice(k)]) for k, a in enumerate(self.actors)]
 
+    @override
     def step_wait(self) -> VecEnvStepReturn:
         ray = _ray()
         obs, rew, done, infos = [], [], [], []
@@ -220,6 +223,7 @@ class RayVecEnv(VecEnv):
         ]
         return obs, np.zeros(n, dtype=np.float32), np.ones(n, dtype=bool), infos
 
+    @override
     def close(self) -> None:
         ray = _ray()
         for actor in self.actors:
@@ -241,14 +245,17 @@ class RayVecEnv(VecEnv):
                 groups.append((k, [i - int(self.offsets[k])]))
         return groups
 
+    @override
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
         ray = _ray()
         refs = [self.actors[k].get_attr.remote(attr_name, local) for k, local in self._by_actor(indices)]
         return [v for part in ray.get(refs) for v in part]
 
+    @override
     def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
         raise AttributeError(f"set_attr({attr_name!r}) is not supported on Ray sampler actors")
 
+    @override
     def env_method(self, method_name: str, *args: Any, indices: VecEnvIndices = None, **kwargs: Any) -> list[Any]:
         ray = _ray()
         if method_name == "set_dr_scale" and indices is None:
@@ -257,9 +264,11 @@ class RayVecEnv(VecEnv):
         refs = [self.actors[k].env_method.remote(method_name, local, args, kwargs) for k, local in groups]
         return [v for part in ray.get(refs) for v in part]
 
+    @override
     def env_is_wrapped(self, wrapper_class: type, indices: VecEnvIndices = None) -> list[bool]:
         return [False for _ in self._get_indices(indices)]
 
+    @override
     def get_images(self) -> Sequence[np.ndarray | None]:
         return [None] * self.num_envs
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, override
 
 import numpy as np
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecEnvWrapper
@@ -23,9 +23,11 @@ class VecTimer(VecEnvWrapper):
         super().__init__(venv)
         self.step_seconds = 0.0
 
+    @override
     def reset(self) -> Any:
         return self.venv.reset()
 
+    @override
     def step_wait(self) -> VecEnvStepReturn:
         t = time.perf_counter()
         out = self.venv.step_wait()

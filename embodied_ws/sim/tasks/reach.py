@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import override
+
 import mujoco
 import numpy as np
 
@@ -61,19 +63,23 @@ class ReachTask(Task):
         self.targets = workspace_targets(robot, cfg.target_min_z, cfg.target_joint_margin)
         self._qi, self._vi, self._ei = (as_index(i) for i in (robot.qpos_idx, robot.qvel_idx, robot.ee_sensor_idx))
 
+    @override
     def sample_goal(self, rng: np.random.Generator) -> np.ndarray:
         return self.targets[rng.integers(len(self.targets))].copy()
 
+    @override
     def initial_qpos(self, rng: np.random.Generator) -> np.ndarray:
         q = self.robot.home_qpos.copy()
         noise = rng.uniform(-self.cfg.init_noise, self.cfg.init_noise, self.nj)
         q[self._qi] = np.clip(q[self._qi] + noise, self.robot.joint_low, self.robot.joint_high)
         return q
 
+    @override
     def observe(self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray) -> np.ndarray:
         ee = sensordata[:, self._ei]
         return np.concatenate([qpos[:, self._qi], qvel[:, self._vi], ee, goal, goal - ee], axis=1)
 
+    @override
     def evaluate(
         self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray, action: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
@@ -92,6 +98,7 @@ class ReachTask(Task):
             reward = reward + terms["precision"]
         return reward, success, terms
 
+    @override
     def obs_names(self) -> list[str]:
         j = self.robot.joint_names
         xyz = ("x", "y", "z")
@@ -103,5 +110,6 @@ class ReachTask(Task):
             + [f"target_minus_ee/{a}" for a in xyz]
         )
 
+    @override
     def goal_site_pos(self, goal: np.ndarray) -> np.ndarray | None:
         return goal

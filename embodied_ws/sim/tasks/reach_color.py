@@ -8,6 +8,8 @@ one-hot of the named colour, so PPO can learn it without vision.
 
 from __future__ import annotations
 
+from typing import override
+
 import numpy as np
 
 from embodied_ws.config.schema import TaskConfig
@@ -68,6 +70,7 @@ class ReachColorTask(Task):
         return instruction_for(self.color_of(goal))
 
     # ----------------------------------------------------------------- Task API
+    @override
     def sample_goal(self, rng: np.random.Generator) -> np.ndarray:
         chosen: list[np.ndarray] = []
         while len(chosen) < self.nc:  # rejection sampling; the workspace is large against MIN_SEPARATION
@@ -78,17 +81,20 @@ class ReachColorTask(Task):
         onehot[rng.integers(self.nc)] = 1.0
         return np.concatenate([np.concatenate(chosen), onehot])
 
+    @override
     def initial_qpos(self, rng: np.random.Generator) -> np.ndarray:
         q = self.robot.home_qpos.copy()
         noise = rng.uniform(-self.cfg.init_noise, self.cfg.init_noise, self.nj)
         q[self._qi] = np.clip(q[self._qi] + noise, self.robot.joint_low, self.robot.joint_high)
         return q
 
+    @override
     def observe(self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray) -> np.ndarray:
         ee = sensordata[:, self._ei]
         named = self.named_target(goal)
         return np.concatenate([qpos[:, self._qi], qvel[:, self._vi], ee, goal, named - ee], axis=1)
 
+    @override
     def evaluate(
         self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray, action: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
@@ -105,6 +111,7 @@ class ReachColorTask(Task):
             terms["precision"] = self.cfg.precision_weight * np.exp(-((dist / self.cfg.success_threshold) ** 2))
         return sum(terms.values()), success, terms
 
+    @override
     def obs_names(self) -> list[str]:
         j = self.robot.joint_names
         xyz = ("x", "y", "z")
@@ -118,6 +125,7 @@ class ReachColorTask(Task):
             + [f"named_minus_ee/{a}" for a in xyz]
         )
 
+    @override
     def goal_markers(self, goal: np.ndarray) -> dict[str, np.ndarray]:
         pos, _ = self.split_goal(goal)
         out = {f"target_{c}": pos[i] for i, c in enumerate(COLORS)}
