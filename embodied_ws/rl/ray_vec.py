@@ -20,7 +20,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, override
 
 import numpy as np
-from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
+from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvStepReturn
+
+from embodied_ws.sim.vec_env import UnwrappedVecEnv
 
 if TYPE_CHECKING:
     from embodied_ws.config.schema import RunConfig
@@ -107,7 +109,7 @@ def connect(address: str | None, num_cpus: int | None = None) -> bool:
     return True
 
 
-class RayVecEnv(VecEnv):
+class RayVecEnv(UnwrappedVecEnv):
     """SB3 VecEnv over Ray sampler actors, each stepping a batch of envs (implements ``EnvHooks``).
 
     :param cfg: run configuration (``train.ray``: address, actors, CPUs per actor)
@@ -263,14 +265,6 @@ class RayVecEnv(VecEnv):
         groups = self._by_actor(indices)
         refs = [self.actors[k].env_method.remote(method_name, local, args, kwargs) for k, local in groups]
         return [v for part in ray.get(refs) for v in part]
-
-    @override
-    def env_is_wrapped(self, wrapper_class: type, indices: VecEnvIndices = None) -> list[bool]:
-        return [False for _ in self._get_indices(indices)]
-
-    @override
-    def get_images(self) -> Sequence[np.ndarray | None]:
-        return [None] * self.num_envs
 
     def _get_indices(self, indices: VecEnvIndices) -> Sequence[int]:
         if indices is None:

@@ -37,7 +37,19 @@ class _EnvView:
         self.core.set_dr_scale(scale, [self.i])
 
 
-class MujocoVecEnv(VecEnv):
+class UnwrappedVecEnv(VecEnv):
+    """An SB3 VecEnv whose envs are not gym envs (a MuJoCo batch, Ray actors): none is wrapped, none renders."""
+
+    @override
+    def env_is_wrapped(self, wrapper_class: type, indices: VecEnvIndices = None) -> list[bool]:
+        return [False for _ in self._get_indices(indices)]
+
+    @override
+    def get_images(self) -> Sequence[np.ndarray | None]:
+        return [None] * self.num_envs
+
+
+class MujocoVecEnv(UnwrappedVecEnv):
     """N envs of one robot/task stepped together by MuJoCo's rollout thread pool.
 
     :param cfg: run configuration
@@ -139,14 +151,6 @@ class MujocoVecEnv(VecEnv):
     @override
     def env_method(self, method_name: str, *args: Any, indices: VecEnvIndices = None, **kwargs: Any) -> list[Any]:
         return [getattr(self._views[i], method_name)(*args, **kwargs) for i in self._get_indices(indices)]
-
-    @override
-    def env_is_wrapped(self, wrapper_class: type, indices: VecEnvIndices = None) -> list[bool]:
-        return [False for _ in self._get_indices(indices)]
-
-    @override
-    def get_images(self) -> Sequence[np.ndarray | None]:
-        return [None] * self.num_envs
 
     # ------------------------------------------------------------------ EnvHooks (embodied_ws.sim.hooks)
     def set_dr_scale(self, scale: float) -> None:
