@@ -102,8 +102,8 @@ def connect(address: str | None, num_cpus: int | None = None) -> bool:
     kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
     if address:
         ray.init(address=address, **kwargs)
-    else:
-        ray.init(num_cpus=num_cpus, **kwargs)
+    else:  # "local": a new cluster even when RAY_ADDRESS or a `ray start` cluster on this machine exists
+        ray.init(address="local", num_cpus=num_cpus, **kwargs)
     return True
 
 
