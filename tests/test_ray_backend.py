@@ -96,6 +96,29 @@ def test_registered_backend_steps_batches_and_implements_env_hooks(ray_cluster) 
     assert ray_cluster.is_initialized(), "a backend that joined a running cluster leaves it running"
 
 
+def test_actor_found_dead_outside_a_step_is_replaced_and_its_episodes_end(ray_cluster) -> None:  # type: ignore[no-untyped-def]
+    """An actor dead when the curriculum or a checkpoint calls (between rollouts) does not stop training."""
+    cfg = _cfg("train.n_envs=2")
+    venv = make_vec_env(cfg, load_dr(cfg.dr), 2, 0)
+    try:
+        nu = venv.action_space.shape[0]
+        venv.reset()
+        before, _, _, _ = venv.step(np.zeros((2, nu)))
+        ray_cluster.kill(venv.actors[1], no_restart=True)
+        venv.set_dr_scale(0.5)  # the curriculum at a rollout start
+        assert venv.actor_restarts == 1 and venv.restart_events[0]["actor"] == 1
+        state = venv.get_env_state()  # a checkpoint
+        assert [d["scale"] for s in state["streams"]["actors"] for d in s["dr"]] == [0.5, 0.5]
+        obs, rew, done, infos = venv.step(np.zeros((2, nu)))
+        assert done.tolist() == [False, True], "the replaced actor's env ended its episode"
+        assert infos[1]["actor_restart"] and infos[1]["TimeLimit.truncated"]
+        np.testing.assert_allclose(infos[1]["terminal_observation"], before[1])
+        obs, _, done, _ = venv.step(np.zeros((2, nu)))
+        assert not done.any() and venv.actor_restarts == 1
+    finally:
+        venv.close()
+
+
 def test_env_state_restores_into_fresh_actors(ray_cluster) -> None:  # type: ignore[no-untyped-def]
     """The saved RNG/DR state of every actor decides the next episodes' goals and DR draws."""
     cfg = _cfg()
