@@ -59,16 +59,24 @@ def run_config(run_dir: Path) -> RunConfig:
     return load_config(path)
 
 
-def load_policy(run_dir: Path, obs_size: int) -> Any:
-    """The run's exported policy, checked against the env's observation size."""
+def load_policy(run_dir: Path, env: Any) -> Any:
+    """The run's exported policy, checked against ``env`` as ``deploy`` checks it: actuators, then the
+    observation layout field by field (a policy for another robot or task is one line naming the field).
+
+    :param run_dir: the run folder
+    :param env: the env the policy will drive (:class:`~embodied_ws.sim.env.RobotEnv` or a stand-in)
+    """
+    from embodied_ws.deploy.control import check_actuators, check_layout
     from embodied_ws.deploy.policy import ExportedPolicy
 
     policy = ExportedPolicy(run_dir / "policy")
+    where = str(run_dir / "policy" / "policy.json")
+    core = env.core
+    check_actuators(policy.meta, list(core.robot.actuator_names), core.robot.name, where)
+    check_layout(policy.meta, core, env.cfg, where)
+    obs_size = env.observation_space.shape[0]
     if policy.obs_size != obs_size:
-        raise UserError(
-            f"policy expects {policy.obs_size} observations, the env gives {obs_size}: another robot or task?",
-            str(run_dir / "policy" / "policy.json"),
-        )
+        raise UserError(f"policy expects {policy.obs_size} observations, the env gives {obs_size}", where)
     return policy
 
 
@@ -100,7 +108,7 @@ def evaluate_on_plant(run_dir: Path, plant: Plant, episodes: int = 50, seed: int
 
     cfg = run_config(run_dir)
     env = StandInEnv(cfg, plant, seed=seed)
-    policy = load_policy(run_dir, env.observation_space.shape[0])
+    policy = load_policy(run_dir, env)
     side = rollout(env, policy, episodes, seed, "stand-in")
     return {"run": str(run_dir), "plant": plant.source, **side.metrics()}
 
@@ -113,7 +121,7 @@ def gap_on_plant(run_dir: Path, plant: Plant, out: Path, episodes: int = 50, see
     cfg = run_config(run_dir)
     sim_env = RobotEnv(cfg, DRSpec(enabled=False), seed=seed)
     real_env = StandInEnv(cfg, plant, seed=seed)
-    policy = load_policy(run_dir, sim_env.observation_space.shape[0])
+    policy = load_policy(run_dir, sim_env)
     sim = rollout(sim_env, policy, episodes, seed, "sim (nominal)")
     real = rollout(real_env, policy, episodes, seed, f"stand-in ({Path(plant.source).name})")
     names = list(sim_env.core.robot.joint_names)

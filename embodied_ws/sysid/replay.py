@@ -85,7 +85,8 @@ def load_recording(bag: str | Path, robot: Robot, guard_s: float = 0.001) -> Rec
     missing = [j for j in robot.joint_names if j not in states.names]
     if missing:
         raise UserError(
-            f"bag joints {states.names} are not robot {robot.name!r}'s (missing {missing}); wrong --robot?", str(bag)
+            f"bag joints {states.names} are not robot {robot.name!r}'s (missing {missing}): a bag of another robot?",
+            str(bag),
         )
     cols = [states.names.index(j) for j in robot.joint_names]
     topic = command_topic(info)
@@ -94,7 +95,8 @@ def load_recording(bag: str | Path, robot: Robot, guard_s: float = 0.001) -> Rec
         raise UserError(f"no messages on {topic} in the bag", str(bag))
     if cmds.data.shape[1] != robot.nu:
         raise UserError(
-            f"commands have {cmds.data.shape[1]} values, robot {robot.name!r} has {robot.nu} actuators; wrong --robot?",
+            f"commands have {cmds.data.shape[1]} values, robot {robot.name!r} has {robot.nu} actuators: "
+            "a bag of another robot?",
             str(bag),
         )
     t = states.log_t
