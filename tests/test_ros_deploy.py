@@ -293,3 +293,59 @@ def test_cli_deploy_dry_run_and_check(exported_run: Path, cli) -> None:
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["dry_run"] and out["published"] == 0 and out["ticks"] >= 25 and out["mode"] == "disarmed"
+
+
+HIDDEN = ROOT / "tests" / "fixtures" / "plants" / "hidden.yaml"
+
+
+def _recorded(bag: Path, topic: str) -> int:
+    """Messages on ``topic`` in a bag being written (0 while it is not readable yet)."""
+    from rosbags.rosbag2 import Reader
+
+    try:
+        with Reader(bag) as reader:
+            return sum(1 for c, _, _ in reader.messages() if c.topic == topic)
+    except Exception:
+        return 0
+
+
+def test_a_recorded_deployment_on_a_stand_in_gives_a_gap_report(
+    trained_run: Path, probe: Probe, tmp_path: Path, cli
+) -> None:
+    """deploy on ``mujoco_sim_node plant:=`` → ``embodied-ws record`` → ``gap RUN --real BAG`` (nominal sim, then the
+    plant as the simulator: replaying with the robot's true parameters must follow the recording far better)."""
+    import sys
+
+    sim = start_node("mujoco_sim_node", "mode:=realtime", "seed:=9", f"plant:={HIDDEN}")
+    node = _policy_node(trained_run, "autostart:=true")
+    bag = tmp_path / "deployment"
+    rec = None
+    try:
+        probe.reset_sim()
+        assert probe.wait(lambda: len(probe.commands) > 5, 60)
+        rec = subprocess.Popen(
+            [sys.executable, "-m", "embodied_ws.cli", "record", "--out", str(bag), "--duration", "7", "--json"],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert probe.wait(lambda: _recorded(bag, "/joint_states") >= 10, 30)  # the recorder is up
+        for _ in range(3):  # three episodes: each reset publishes a new /embodied/task
+            probe.reset_sim()
+            probe.spin(1.8)
+        out, err = rec.communicate(timeout=60)
+        assert rec.returncode == 0, err
+        assert json.loads(out)["messages"]["/embodied/task"] >= 3
+    finally:
+        if rec is not None and rec.poll() is None:
+            rec.kill()
+        stop(node)
+        stop(sim)
+    results = {}
+    for label, extra in (("nominal", ()), ("plant", ("--sim-plant", str(HIDDEN)))):
+        proc = cli("gap", str(trained_run), "--real", str(bag), "--out", str(tmp_path / label), "--json", *extra)
+        assert proc.returncode == 0, proc.stderr
+        results[label] = json.loads(proc.stdout)
+        for f in ("report.md", "gap_joints.png", "gap_metrics.png"):
+            assert (tmp_path / label / f).stat().st_size > 0
+    print({k: (v["real"]["episodes"], round(v["trajectory_rmse_rad"], 4)) for k, v in results.items()})
+    assert results["nominal"]["real"]["episodes"] >= 3
+    assert results["plant"]["trajectory_rmse_rad"] < 0.5 * results["nominal"]["trajectory_rmse_rad"]
