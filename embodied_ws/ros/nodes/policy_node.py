@@ -36,7 +36,7 @@ from embodied_ws.config.schema import DeployConfig
 from embodied_ws.core.errors import UserError
 from embodied_ws.deploy.artifact import DeployTarget, resolve_target
 from embodied_ws.deploy.control import ControlCore
-from embodied_ws.deploy.rate import RateMeter
+from embodied_ws.deploy.rate import RateMeter, request_realtime
 from embodied_ws.ros import cdr, qos
 from embodied_ws.ros import conversions as conv
 from embodied_ws.ros.spin import run_node
@@ -138,12 +138,14 @@ class PolicyNode(LifecycleNode):
             self.create_timer(1.0 / core.rate_hz, self._tick),
             self.create_timer(1.0 / core.cfg.deploy.diagnostics_hz, self._report),
         ]
-        self.get_logger().info("active: soft start from the measured pose")
+        how = request_realtime(core.cfg.deploy.realtime_priority)  # this thread runs the loop's callbacks
+        self.get_logger().info(f"active ({how}): soft start from the measured pose")
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         """Stop the loop: nothing more is published."""
         self._stop_timers()
+        request_realtime(0)
         self._report()
         return super().on_deactivate(state)
 
