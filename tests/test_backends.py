@@ -63,7 +63,7 @@ def test_backend_env_count_limit_and_unknown_backend() -> None:
     with pytest.raises(ConfigError, match="runs at most 1 env") as err:
         make_vec_env(cfg, load_dr("none"), 2, 0)
     assert err.value.where == "train.n_envs"
-    with pytest.raises(UnknownNameError, match="unknown backend 'carla' \\(known: dummy, mujoco, ros, subproc"):
+    with pytest.raises(UnknownNameError, match="unknown backend 'carla' \\(known: dummy, mujoco, ray, ros, subproc"):
         make_vec_env(cfg, load_dr("none"), 1, 0, kind="carla")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -106,3 +107,15 @@ def test_a_node_starts_from_lib(install: Path) -> None:
         rest, _ = proc.communicate(timeout=30)
     out = "".join(seen) + (rest or "")
     assert "arm3/reach in lockstep mode" in out, out[-2000:]
+
+
+@pytest.mark.parametrize("lock", ["requirements/lock.txt", "requirements/ros-lock.txt"])
+def test_lock_files_pin_each_package_once(lock: str) -> None:
+    """A merge that keeps two pins of one package makes pip's resolver fail (ResolutionImpossible) in CI."""
+    names: dict[str, str] = {}
+    for line in (Path(__file__).parents[1] / lock).read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        name = re.split(r"[=<>!~\[ ;@]", line, maxsplit=1)[0].strip().lower().replace("_", "-").replace(".", "-")
+        assert name not in names, f"{lock}: {names[name]!r} and {line!r} pin the same package"
+        names[name] = line

@@ -35,6 +35,7 @@ def _has(module: str) -> bool:
 
 
 def check_python() -> Check:
+    """Python 3.12 (what ROS 2 Jazzy and LeRobot are built for); another version warns."""
     v = sys.version_info
     ok = (v.major, v.minor) == (3, 12)
     return Check(
@@ -54,6 +55,7 @@ def _probe(code: str, timeout: float, env: dict[str, str] | None = None) -> tupl
 
 
 def check_ros() -> Check:
+    """rclpy importable, and importing it in a fresh interpreter works (names ROS_DISTRO and the RMW)."""
     distro = os.environ.get("ROS_DISTRO")
     if not _has("rclpy"):
         return Check(
@@ -75,6 +77,7 @@ def check_ros() -> Check:
 
 
 def check_torch() -> Check:
+    """torch installed, with CUDA when built for it: driver, usable GPU, kernels for its architecture."""
     if not _has("torch"):
         return Check("torch", "fail", "torch not installed", "run `make setup`")
     import torch
@@ -114,6 +117,7 @@ def _nvidia_driver() -> str | None:
 
 
 def check_mujoco_gl() -> Check:
+    """MuJoCo renders offscreen with ``MUJOCO_GL`` (default egl), tried in a fresh interpreter."""
     backend = os.environ.get("MUJOCO_GL", "egl")
     code = (
         "import mujoco; m = mujoco.MjModel.from_xml_string("
@@ -133,12 +137,14 @@ def check_mujoco_gl() -> Check:
 
 
 def check_glibc() -> Check:
+    """glibc 2.28 or newer (what manylinux wheels need)."""
     lib, ver = platform.libc_ver()
     ok = lib == "glibc" and tuple(int(x) for x in ver.split(".")[:2]) >= (2, 28)
     return Check("glibc", "ok" if ok else "warn", f"{lib} {ver}", "" if ok else "manylinux wheels need glibc >= 2.28")
 
 
 def check_video() -> Check:
+    """ffmpeg found (on PATH or from imageio-ffmpeg) and torchcodec importable (LeRobot video datasets)."""
     ffmpeg = shutil.which("ffmpeg")
     if not ffmpeg and _has("imageio_ffmpeg"):
         import imageio_ffmpeg
@@ -156,6 +162,7 @@ def check_video() -> Check:
 
 
 def check_llama() -> Check:
+    """llama-cpp-python installed for the assistant, with GPU offload where there is an NVIDIA driver."""
     if not _has("llama_cpp"):
         return Check(
             "llama_cpp",

@@ -52,6 +52,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
     summary = train(cfg, args.name, Path(args.runs), resume=args.resume, progress=not args.json)
     brief = {k: summary[k] for k in ("name", "steps", "final_success", "physics_resets", "interrupted")}
     brief["env_steps_per_s"] = round(summary["time"]["env_steps_per_s"], 1)
+    if summary.get("data_wait"):
+        brief["data_wait_share"] = round(summary["data_wait"]["share"], 3)
+    if "ray" in summary:
+        brief["actor_restarts"] = summary["ray"]["actor_restarts"]
     brief["report"] = str(run_dir / "report.md")
     brief["policy"] = str(run_dir / "policy")
     print(json.dumps(brief) if args.json else "\n".join(f"{k}: {v}" for k, v in brief.items()))

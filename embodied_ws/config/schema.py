@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 #: names of the vec-env backends registered in ``embodied_ws.rl.backends.BACKENDS`` (a test keeps both in step)
-VecEnvName = Literal["mujoco", "subproc", "dummy", "ros"]
+VecEnvName = Literal["mujoco", "subproc", "dummy", "ros", "ray"]
 
 
 @dataclass
@@ -123,7 +123,7 @@ class TrainConfig:
     :param total_timesteps: env-step budget
     :param n_envs: parallel envs
     :param vec_env: backend name from ``embodied_ws.rl.backends``: ``mujoco`` (batched rollout, fastest),
-        ``subproc``, ``dummy`` or ``ros`` (the ROS topic contract, one env)
+        ``subproc``, ``dummy``, ``ros`` (the ROS topic contract, one env) or ``ray`` (sampler actors, see ``ray``)
     :param seed: master seed (envs, DR, PPO)
     :param normalize_obs: wrap in VecNormalize (observation statistics saved with checkpoints)
     :param checkpoint_every: env steps between checkpoints (0: only at the end)

@@ -8,7 +8,7 @@ training env only).
 Entries are lazy ``"module:attr"`` strings, imported only when the backend is used, so heavy or
 optional imports (rclpy, ray) stay out of ``embodied-ws --help`` and out of every other backend.
 
-**Adding a backend** (e.g. Ray): write its factory ``make(cfg, dr, n_envs, seed) -> VecEnv`` in a module of
+**Adding a backend** (as ``ray`` was): write its factory ``make(cfg, dr, n_envs, seed) -> VecEnv`` in a module of
 its own (its vec env implements ``EnvHooks``, e.g. by mixing in ``embodied_ws.sim.hooks.PerEnvHooks``), then
 
 1. one line here: ``BACKENDS.add("ray", Backend("embodied_ws.rl.ray_vec:make_ray_vec_env", eval_backend="mujoco"))``,
@@ -73,6 +73,14 @@ BACKENDS.add(
         max_envs=1,
         ros_topics=True,
         summary="the ROS 2 topic contract (mujoco_sim_node, Gazebo, a robot)",
+    ),
+)
+BACKENDS.add(
+    "ray",
+    Backend(
+        "embodied_ws.rl.ray_vec:make_ray_vec_env",
+        "mujoco",
+        summary="Ray sampler actors, each stepping a batch of MuJoCo envs (train.ray: address, actors)",
     ),
 )
 

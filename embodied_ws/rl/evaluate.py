@@ -60,15 +60,26 @@ def evaluate_run(
     }
     if final_dist:
         metrics["mean_final_distance_m"] = float(np.mean(final_dist))
+    write_eval(run_dir, metrics, frames, env.metadata["render_fps"])
+    env.close()
+    return metrics
+
+
+def write_eval(run_dir: Path, metrics: dict[str, Any], frames: list[np.ndarray], fps: float) -> None:
+    """Write ``run_dir/eval/``: ``metrics.json`` and, when there are frames, ``rollout.mp4`` (named in ``metrics``).
+
+    :param run_dir: the run folder
+    :param metrics: the evaluation's metrics (gets ``video`` when there are frames)
+    :param frames: rgb frames of the recorded episodes (none: no video)
+    :param fps: the video's frame rate
+    """
     out = run_dir / "eval"
     out.mkdir(parents=True, exist_ok=True)
     if frames:
         import imageio.v3 as iio
 
         tmp = out / ".rollout.mp4"
-        iio.imwrite(tmp, np.stack(frames), fps=env.metadata["render_fps"], codec="libx264")
+        iio.imwrite(tmp, np.stack(frames), fps=fps, codec="libx264")
         tmp.replace(out / "rollout.mp4")
         metrics["video"] = str(out / "rollout.mp4")
     write_json_atomic(out / "metrics.json", metrics)
-    env.close()
-    return metrics

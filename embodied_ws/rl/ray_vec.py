@@ -5,9 +5,10 @@ stepped by ``mujoco.rollout``), so one control step costs one actor round trip p
 Actors declare ``train.ray.cpus_per_actor`` CPUs: on a cluster whose head and learner nodes offer no
 CPUs (``ray start --num-cpus=0``, as in ``docker/compose.yaml``) they land on the sampler nodes.
 
-A dead actor (node lost, process killed) is replaced by a fresh one on the next step: its envs end
-their episodes there (truncated, last observation as the terminal one) and start new ones, training
-goes on, and the event is counted (:attr:`RayVecEnv.actor_restarts`, in the run report).
+A dead actor (node lost, process killed) is replaced by a fresh one as soon as a call finds it dead
+(a step, the curriculum's DR scale, a checkpoint's state): its envs end their episodes at the next step
+(truncated, last observation as the terminal one) and start new ones, training goes on, and the event is
+counted (:attr:`RayVecEnv.actor_restarts`, in the run report).
 
 Ray is imported only here, when the backend is used.
 """
@@ -16,11 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, override
 
 import numpy as np
-from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
+from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvStepReturn
+
+from embodied_ws.sim.vec_env import UnwrappedVecEnv
 
 if TYPE_CHECKING:
     from embodied_ws.config.schema import RunConfig
@@ -102,12 +105,12 @@ def connect(address: str | None, num_cpus: int | None = None) -> bool:
     kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
     if address:
         ray.init(address=address, **kwargs)
-    else:
-        ray.init(num_cpus=num_cpus, **kwargs)
+    else:  # "local": a new cluster even when RAY_ADDRESS or a `ray start` cluster on this machine exists
+        ray.init(address="local", num_cpus=num_cpus, **kwargs)
     return True
 
 
-class RayVecEnv(VecEnv):
+class RayVecEnv(UnwrappedVecEnv):
     """SB3 VecEnv over Ray sampler actors, each stepping a batch of envs (implements ``EnvHooks``).
 
     :param cfg: run configuration (``train.ray``: address, actors, CPUs per actor)
@@ -140,6 +143,7 @@ class RayVecEnv(VecEnv):
         self.round_trips = 0
         self._dr_scale: float | None = None
         self._refs: list[Any] = []
+        self._restarted: dict[int, np.ndarray] = {}  # actor → first observations of its replacement
         self._last_obs: np.ndarray | None = None
         self.render_mode = None
         super().__init__(n_envs, observation_space(self._core), action_space(self._core))
@@ -153,7 +157,11 @@ class RayVecEnv(VecEnv):
         return self._remote_cls.remote(self.cfg, self.dr_spec, self.sizes[k], seed, self.nthread)
 
     def _replace(self, k: int, reason: str) -> np.ndarray:
-        """Start a new actor ``k`` (fresh seed, current curriculum scale); returns its first observations."""
+        """Start a new actor ``k`` (fresh seed, current curriculum scale); returns its first observations.
+
+        :param k: the dead actor's index
+        :param reason: why it is replaced (the Ray error's name, for the report)
+        """
         ray = _ray()
         with contextlib.suppress(Exception):  # the actor is gone already; nothing to clean up
             ray.kill(self.actors[k], no_restart=True)
@@ -169,7 +177,31 @@ class RayVecEnv(VecEnv):
     def _slice(self, k: int) -> slice:
         return slice(int(self.offsets[k]), int(self.offsets[k + 1]))
 
+    def _on_all(self, call: Callable[[int], Any], actors: Sequence[int] | None = None) -> list[Any]:
+        """``ray.get(call(k))`` for actors ``k`` in ``actors`` (default all), replacing any actor found dead.
+
+        A replaced actor's envs have restarted: the next :meth:`step_wait` ends their episodes (outside a
+        step, before the first reset, nothing is owed to the learner).
+
+        :param call: ``actor index → object ref`` of a call on ``self.actors[k]``
+        :param actors: actor indices
+        """
+        ray = _ray()
+        ks = list(range(len(self.actors)) if actors is None else actors)
+        refs = [call(k) for k in ks]
+        out = []
+        for k, ref in zip(ks, refs, strict=True):
+            try:
+                out.append(ray.get(ref))
+            except ray.exceptions.RayActorError as exc:
+                obs = self._replace(k, type(exc).__name__)
+                if self._last_obs is not None:
+                    self._restarted[k] = obs
+                out.append(ray.get(call(k)))
+        return out
+
     # ------------------------------------------------------------------ VecEnv API
+    @override
     def reset(self) -> np.ndarray:
         ray = _ray()
         if self._seeds[0] is not None:
@@ -177,26 +209,32 @@ class RayVecEnv(VecEnv):
             for k, actor in enumerate(self.actors):
                 actor.seed.remote(int(np.random.SeedSequence([base, k]).generate_state(1)[0]))
             self._reset_seeds()
+        refs = [actor.reset.remote() for actor in self.actors]
         parts = []
-        for k, actor in enumerate(self.actors):
+        for k, ref in enumerate(refs):
             try:
-                parts.append(ray.get(actor.reset.remote()))
+                parts.append(ray.get(ref))
             except ray.exceptions.RayActorError as exc:
                 parts.append(self._replace(k, type(exc).__name__))
+        self._restarted = {}
         self._last_obs = np.concatenate(parts).astype(np.float32)
         self.round_trips += 1
         return self._last_obs.copy()
 
+    @override
     def step_async(self, actions: np.ndarray) -> None:
         actions = np.asarray(actions).reshape(self.num_envs, -1)
-        self._refs = [a.step.remote(actions[self._slice(k)]) for k, a in enumerate(self.actors)]
+        self._refs = [
+            None if k in self._restarted else a.step.remote(actions[self._slice(k)]) for k, a in enumerate(self.actors)
+        ]
 
+    @override
     def step_wait(self) -> VecEnvStepReturn:
         ray = _ray()
         obs, rew, done, infos = [], [], [], []
         for k, ref in enumerate(self._refs):
             try:
-                o, r, d, i = ray.get(ref)
+                o, r, d, i = self._restart_step(k, "") if ref is None else ray.get(ref)
             except ray.exceptions.RayActorError as exc:
                 o, r, d, i = self._restart_step(k, type(exc).__name__)
             obs.append(o)
@@ -204,15 +242,20 @@ class RayVecEnv(VecEnv):
             done.append(d)
             infos.extend(i)
         self._refs = []
+        self._restarted = {}
         self.round_trips += 1
         self._last_obs = np.concatenate(obs).astype(np.float32)
         return self._last_obs.copy(), np.concatenate(rew), np.concatenate(done), infos
 
     def _restart_step(self, k: int, reason: str) -> VecEnvStepReturn:
-        """The step of a dead actor's envs: episodes end (truncated) and restart on a new actor."""
+        """The step of a dead actor's envs: episodes end (truncated) and restart on a new actor.
+
+        :param k: the actor
+        :param reason: why it died; empty when it was replaced already (outside a step)
+        """
         assert self._last_obs is not None
         last = self._last_obs[self._slice(k)]
-        obs = self._replace(k, reason)
+        obs = self._restarted.pop(k) if not reason else self._replace(k, reason)
         n = self.sizes[k]
         infos = [
             {"terminal_observation": last[j].copy(), "TimeLimit.truncated": True, "actor_restart": True}
@@ -220,6 +263,7 @@ class RayVecEnv(VecEnv):
         ]
         return obs, np.zeros(n, dtype=np.float32), np.ones(n, dtype=bool), infos
 
+    @override
     def close(self) -> None:
         ray = _ray()
         for actor in self.actors:
@@ -241,27 +285,25 @@ class RayVecEnv(VecEnv):
                 groups.append((k, [i - int(self.offsets[k])]))
         return groups
 
+    @override
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
-        ray = _ray()
-        refs = [self.actors[k].get_attr.remote(attr_name, local) for k, local in self._by_actor(indices)]
-        return [v for part in ray.get(refs) for v in part]
+        groups = dict(self._by_actor(indices))
+        parts = self._on_all(lambda k: self.actors[k].get_attr.remote(attr_name, groups[k]), list(groups))
+        return [v for part in parts for v in part]
 
+    @override
     def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
         raise AttributeError(f"set_attr({attr_name!r}) is not supported on Ray sampler actors")
 
+    @override
     def env_method(self, method_name: str, *args: Any, indices: VecEnvIndices = None, **kwargs: Any) -> list[Any]:
-        ray = _ray()
         if method_name == "set_dr_scale" and indices is None:
             self._dr_scale = float(args[0] if args else kwargs["scale"])
-        groups = self._by_actor(indices)
-        refs = [self.actors[k].env_method.remote(method_name, local, args, kwargs) for k, local in groups]
-        return [v for part in ray.get(refs) for v in part]
-
-    def env_is_wrapped(self, wrapper_class: type, indices: VecEnvIndices = None) -> list[bool]:
-        return [False for _ in self._get_indices(indices)]
-
-    def get_images(self) -> Sequence[np.ndarray | None]:
-        return [None] * self.num_envs
+        groups = dict(self._by_actor(indices))
+        parts = self._on_all(
+            lambda k: self.actors[k].env_method.remote(method_name, groups[k], args, kwargs), list(groups)
+        )
+        return [v for part in parts for v in part]
 
     def _get_indices(self, indices: VecEnvIndices) -> Sequence[int]:
         if indices is None:
@@ -277,11 +319,11 @@ class RayVecEnv(VecEnv):
         :param scale: the DR scale in [0, 1]
         """
         self._dr_scale = float(scale)
-        _ray().get([a.set_dr_scale.remote(self._dr_scale) for a in self.actors])
+        self._on_all(lambda k: self.actors[k].set_dr_scale.remote(self._dr_scale))
 
     def get_env_state(self) -> EnvState:
         """RNG and DR/curriculum state of every actor's batch (layout ``ray``)."""
-        streams = _ray().get([a.get_state.remote() for a in self.actors])
+        streams = self._on_all(lambda k: self.actors[k].get_state.remote())
         return {"layout": LAYOUT, "n_envs": self.num_envs, "streams": {"sizes": self.sizes, "actors": streams}}
 
     def set_env_state(self, state: EnvState, where: str) -> None:
@@ -300,7 +342,8 @@ class RayVecEnv(VecEnv):
                 "resume with the run's own train.ray.actors",
                 where,
             )
-        _ray().get([a.set_state.remote(s) for a, s in zip(self.actors, state["streams"]["actors"], strict=True)])
+        saved = state["streams"]["actors"]
+        self._on_all(lambda k: self.actors[k].set_state.remote(saved[k]))
         self._reset_seeds()  # the restored streams win over a seed still pending for the next reset
 
     def env_core(self) -> EnvCore:

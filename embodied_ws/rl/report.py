@@ -47,6 +47,25 @@ def _plot(path: Path, xs: list[float], ys: list[float], xlabel: str, ylabel: str
     plt.close(fig)
 
 
+def _ray_lines(ray: dict[str, Any] | None) -> list[str]:
+    """Report lines of the Ray backend's samplers (none for other backends)."""
+    if not ray:
+        return []
+    return [
+        f"- Ray samplers: {ray['actors']} actors × {ray['cpus_per_actor']:g} CPU, envs per actor "
+        f"{', '.join(map(str, ray['envs_per_actor']))}",
+        f"- sampler actors replaced: {ray['actor_restarts']} (an actor died: its envs restarted their episodes "
+        "on a new one and training went on)",
+    ]
+
+
+def _data_wait_lines(wait: dict[str, Any] | None) -> list[str]:
+    """Report lines of the data-wait rule (:mod:`embodied_ws.rl.datawait`)."""
+    if not wait:
+        return []
+    return [f"**{wait['message']}**", "", *[f"- {s}" for s in wait["suggestions"]], ""]
+
+
 def write_report(
     run_dir: Path, summary: dict[str, Any], evals: list[dict[str, float]], episodes: list[tuple[int, float]]
 ) -> Path:
@@ -95,6 +114,7 @@ def write_report(
         f" over {(summary.get('final_eval') or {}).get('episodes', 0)} episodes with full DR"
         f" (training stops early after two evaluations in a row at {_pct(summary.get('target_success'))})",
         f"- physics resets (NaN/instability, env reset and training went on): {summary['physics_resets']}",
+        *_ray_lines(summary.get("ray")),
         "",
         "## Where time went",
         "",
@@ -102,6 +122,7 @@ def write_report(
         "|---|---:|---:|",
         *[f"| {name} | {sec:.1f} | {sec / total:.0%} |" for name, sec in rows],
         "",
+        *_data_wait_lines(summary.get("data_wait")),
         "## Hardware this job needs",
         "",
         *[f"- {k}: {v}" for k, v in summary["hardware"].items()],

@@ -46,11 +46,13 @@ class RunState:
     :param episodes: ``(step, return)`` of every finished training episode
     :param evals: periodic evaluations (``step``, ``success_rate``, ``mean_return``, ``episodes``)
     :param physics_resets: training episodes ended by a physics fault
+    :param actor_restarts: Ray sampler actors replaced after they died (``train.vec_env: ray``)
     """
 
     episodes: list[tuple[int, float]] = field(default_factory=list)
     evals: list[dict[str, float]] = field(default_factory=list)
     physics_resets: int = 0
+    actor_restarts: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form (for ``state.json``)."""
@@ -58,6 +60,7 @@ class RunState:
             "episodes": [list(e) for e in self.episodes],
             "evals": self.evals,
             "physics_resets": self.physics_resets,
+            "actor_restarts": self.actor_restarts,
         }
 
     @classmethod
@@ -70,6 +73,7 @@ class RunState:
             [(int(s), float(r)) for s, r in data.get("episodes", [])],
             [dict(e) for e in data.get("evals", [])],
             int(data.get("physics_resets", 0)),
+            int(data.get("actor_restarts", 0)),
         )
 
 
@@ -98,6 +102,7 @@ class TrainingRun:
         self.eval_env: Any = None
         self.model: Any = None
         self.save_seconds = 0.0
+        self._restarts_before = 0  # sampler actors replaced before a resume (in the checkpoint's run state)
         self.timing: dict[str, float] = {}
         self._evals: cb.EvalSuccess | None = None
         self._stack = ExitStack()
@@ -162,10 +167,17 @@ class TrainingRun:
     def save(self) -> Path:
         """Write a checkpoint now (model, optimizer, normalization, RNG, run state, env state); returns its folder."""
         t = time.perf_counter()
+        self._sync_sampler_events()
         extra = {**self.state.to_json(), "env": env_hooks(self.venv).get_env_state()}
         path = save_checkpoint(self.ckpt_root, self.model, self.venv, extra, self.cfg.train.keep_checkpoints)
         self.save_seconds += time.perf_counter() - t
         return path
+
+    def _sync_sampler_events(self) -> None:
+        """Count the sampler actors replaced so far (this process's on top of those before a resume)."""
+        restarts = getattr(self.venv.unwrapped, "actor_restarts", None)
+        if restarts is not None:
+            self.state.actor_restarts = self._restarts_before + int(restarts)
 
     def load(self, ckpt: Path) -> None:
         """Restore everything :meth:`save` wrote into this run's (already built) envs and a loaded model.
@@ -185,6 +197,7 @@ class TrainingRun:
         env_hooks(self.venv).set_env_state(data.get("env"), str(ckpt / "state.json"))  # type: ignore[arg-type]
         restore_rng(ckpt)
         self.state = RunState.from_json(data)
+        self._restarts_before = self.state.actor_restarts
 
     # ------------------------------------------------------------------ training
     def learn(self, extra_callbacks: list[Any] | None = None) -> str | bool:
@@ -244,6 +257,7 @@ class TrainingRun:
 
         :param interrupted: what :meth:`learn` returned
         """
+        from embodied_ws.rl.datawait import for_run
         from embodied_ws.rl.export import export_policy
         from embodied_ws.rl.report import hardware_summary, write_report
 
@@ -258,6 +272,10 @@ class TrainingRun:
         self.save()
         core = env_hooks(self.venv).env_core()
         export_policy(self.run_dir / "policy", model, self.venv, core)
+        inner = self.venv.unwrapped
+        wait = for_run(self.timing, cfg, inner) if self.timing else None
+        if wait is not None:
+            print(wait.message, file=sys.stderr)
         summary = {
             "name": self.name,
             "robot": core.robot.name,
@@ -270,6 +288,7 @@ class TrainingRun:
             "target_success": cfg.train.target_success,
             "physics_resets": self.state.physics_resets,
             "time": self.timing,
+            "data_wait": wait.to_dict() if wait is not None else None,
             "hardware": hardware_summary(
                 str(model.device),
                 sum(p.numel() for p in model.policy.parameters()),
@@ -278,5 +297,7 @@ class TrainingRun:
             "evals": self.state.evals,
             "config": to_dict(cfg),
         }
+        if hasattr(inner, "stats"):  # the Ray backend: actors, their envs and CPUs, replacements
+            summary["ray"] = {**inner.stats(), "actor_restarts": self.state.actor_restarts}
         write_report(self.run_dir, summary, summary["evals"], self.state.episodes)
         return summary

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, override
 
 import numpy as np
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecEnvWrapper
@@ -23,9 +23,11 @@ class VecTimer(VecEnvWrapper):
         super().__init__(venv)
         self.step_seconds = 0.0
 
+    @override
     def reset(self) -> Any:
         return self.venv.reset()
 
+    @override
     def step_wait(self) -> VecEnvStepReturn:
         t = time.perf_counter()
         out = self.venv.step_wait()
@@ -33,7 +35,30 @@ class VecTimer(VecEnvWrapper):
         return out
 
 
-class HookedDummyVecEnv(PerEnvHooks, DummyVecEnv):
+class _Hooked(PerEnvHooks):
+    """The constructor and backend factory shared by the SB3 vec envs below."""
+
+    def __init__(self, env_fns: list[Callable[[], Any]], cfg: RunConfig, dr: DRSpec) -> None:
+        super().__init__(env_fns)  # type: ignore[call-arg]  # the SB3 vec env after this mixin in the MRO
+        self.bind(cfg, dr)
+
+    @classmethod
+    def of_robot_envs(cls, cfg: RunConfig, dr: DRSpec, n_envs: int, seed: int) -> VecEnv:
+        """The backend's factory: ``n_envs`` RobotEnvs in this vec env.
+
+        :param cfg: run configuration
+        :param dr: DR spec
+        :param n_envs: number of envs
+        :param seed: master seed (env ``i`` gets ``seed + i``)
+        """
+        from embodied_ws.sim.env import RobotEnv
+
+        venv = cls([partial(RobotEnv, cfg, dr, seed=seed + i) for i in range(n_envs)], cfg, dr)
+        venv.seed(seed)
+        return venv
+
+
+class HookedDummyVecEnv(_Hooked, DummyVecEnv):
     """SB3's DummyVecEnv over gym envs with :class:`CoreHooks`, implementing :class:`EnvHooks`.
 
     :param env_fns: env constructors
@@ -41,12 +66,8 @@ class HookedDummyVecEnv(PerEnvHooks, DummyVecEnv):
     :param dr: their DR spec
     """
 
-    def __init__(self, env_fns: list[Callable[[], Any]], cfg: RunConfig, dr: DRSpec) -> None:
-        super().__init__(env_fns)
-        self.bind(cfg, dr)
 
-
-class HookedSubprocVecEnv(PerEnvHooks, SubprocVecEnv):
+class HookedSubprocVecEnv(_Hooked, SubprocVecEnv):
     """SB3's SubprocVecEnv (one process per env) over gym envs with :class:`CoreHooks`, implementing :class:`EnvHooks`.
 
     :param env_fns: env constructors
@@ -54,39 +75,11 @@ class HookedSubprocVecEnv(PerEnvHooks, SubprocVecEnv):
     :param dr: their DR spec
     """
 
-    def __init__(self, env_fns: list[Callable[[], Any]], cfg: RunConfig, dr: DRSpec) -> None:
-        super().__init__(env_fns)
-        self.bind(cfg, dr)
 
-
-def _robot_envs(cls: type, cfg: RunConfig, dr: DRSpec, n_envs: int, seed: int) -> VecEnv:
-    from embodied_ws.sim.env import RobotEnv
-
-    venv = cls([partial(RobotEnv, cfg, dr, seed=seed + i) for i in range(n_envs)], cfg, dr)
-    venv.seed(seed)
-    return venv
-
-
-def make_dummy(cfg: RunConfig, dr: DRSpec, n_envs: int, seed: int) -> VecEnv:
-    """The ``dummy`` backend: RobotEnvs stepped one after another in this process.
-
-    :param cfg: run configuration
-    :param dr: DR spec
-    :param n_envs: number of envs
-    :param seed: master seed (env ``i`` gets ``seed + i``)
-    """
-    return _robot_envs(HookedDummyVecEnv, cfg, dr, n_envs, seed)
-
-
-def make_subproc(cfg: RunConfig, dr: DRSpec, n_envs: int, seed: int) -> VecEnv:
-    """The ``subproc`` backend: one RobotEnv per process.
-
-    :param cfg: run configuration
-    :param dr: DR spec
-    :param n_envs: number of envs
-    :param seed: master seed (env ``i`` gets ``seed + i``)
-    """
-    return _robot_envs(HookedSubprocVecEnv, cfg, dr, n_envs, seed)
+#: the ``dummy`` backend: RobotEnvs stepped one after another in this process
+make_dummy = HookedDummyVecEnv.of_robot_envs
+#: the ``subproc`` backend: one RobotEnv per process
+make_subproc = HookedSubprocVecEnv.of_robot_envs
 
 
 def episode_success(venv: VecEnv, n_episodes: int, act: Any) -> tuple[float, float, int]:

@@ -14,7 +14,7 @@ import math
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, override
 
 import gymnasium as gym
 import mujoco
@@ -125,6 +125,7 @@ class RosTopicEnv(CoreHooks, gym.Env):
         self._next_tick = 0.0
 
     # ------------------------------------------------------------------ gymnasium API
+    @override
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
         if seed is not None:
@@ -140,6 +141,7 @@ class RosTopicEnv(CoreHooks, gym.Env):
         obs = self.core.first_obs(0, self.data.qpos, self.data.qvel, self.data.sensordata)
         return obs.astype(np.float32), {"is_success": False, "dr": dict(self.core.dr_values[0])}
 
+    @override
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         actions = np.asarray(action, dtype=np.float64).reshape(1, -1)
         ctrl, bad = self.core.action_to_ctrl(actions)
@@ -163,6 +165,7 @@ class RosTopicEnv(CoreHooks, gym.Env):
             info["sim_restarted"] = True
         return obs[0].astype(np.float32), float(reward[0]), False, bool(truncated[0]) or restarted, info
 
+    @override
     def close(self) -> None:
         self.link.close()
 

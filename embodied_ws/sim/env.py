@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any, ClassVar, override
 
 import gymnasium as gym
 import mujoco
@@ -75,6 +75,7 @@ class RobotEnv(CoreHooks, gym.Env):
         self._fresh_sensors = self.core.robot.ee_sensor_idx.size > 0
 
     # ------------------------------------------------------------------ gymnasium API
+    @override
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
         if seed is not None:
@@ -89,6 +90,7 @@ class RobotEnv(CoreHooks, gym.Env):
         info = {"is_success": False, "dr": dict(self.core.dr_values[0])}
         return self._wrap(obs), info
 
+    @override
     def step(self, action: np.ndarray) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         actions = np.asarray(action, dtype=np.float64).reshape(1, -1)
         ctrl, bad = self.core.action_to_ctrl(actions)
@@ -118,6 +120,7 @@ class RobotEnv(CoreHooks, gym.Env):
             return None
         return self._render_frame(self.cfg.env.render_size)
 
+    @override
     def close(self) -> None:
         for r in self._renderers.values():
             r.close()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, override
 
 import mujoco
 import numpy as np
@@ -37,7 +37,19 @@ class _EnvView:
         self.core.set_dr_scale(scale, [self.i])
 
 
-class MujocoVecEnv(VecEnv):
+class UnwrappedVecEnv(VecEnv):
+    """An SB3 VecEnv whose envs are not gym envs (a MuJoCo batch, Ray actors): none is wrapped, none renders."""
+
+    @override
+    def env_is_wrapped(self, wrapper_class: type, indices: VecEnvIndices = None) -> list[bool]:
+        return [False for _ in self._get_indices(indices)]
+
+    @override
+    def get_images(self) -> Sequence[np.ndarray | None]:
+        return [None] * self.num_envs
+
+
+class MujocoVecEnv(UnwrappedVecEnv):
     """N envs of one robot/task stepped together by MuJoCo's rollout thread pool.
 
     :param cfg: run configuration
@@ -75,6 +87,7 @@ class MujocoVecEnv(VecEnv):
         super().__init__(n_envs, observation_space(self.core), action_space(self.core))
 
     # ------------------------------------------------------------------ VecEnv API
+    @override
     def reset(self) -> np.ndarray:
         if self._seeds[0] is not None:
             self.core.seed(self._seeds[0])
@@ -82,9 +95,11 @@ class MujocoVecEnv(VecEnv):
         obs = np.stack([self._begin(i) for i in range(self.num_envs)])
         return obs.astype(np.float32)
 
+    @override
     def step_async(self, actions: np.ndarray) -> None:
         self._actions = np.asarray(actions, dtype=np.float64).reshape(self.num_envs, -1)
 
+    @override
     def step_wait(self) -> VecEnvStepReturn:
         core = self.core
         ctrl, bad = core.action_to_ctrl(self._actions)
@@ -125,20 +140,17 @@ class MujocoVecEnv(VecEnv):
             self._rollout.close()
             self.closed = True
 
+    @override
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
         return [getattr(self, attr_name) for _ in self._get_indices(indices)]
 
+    @override
     def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
         setattr(self, attr_name, value)
 
+    @override
     def env_method(self, method_name: str, *args: Any, indices: VecEnvIndices = None, **kwargs: Any) -> list[Any]:
         return [getattr(self._views[i], method_name)(*args, **kwargs) for i in self._get_indices(indices)]
-
-    def env_is_wrapped(self, wrapper_class: type, indices: VecEnvIndices = None) -> list[bool]:
-        return [False for _ in self._get_indices(indices)]
-
-    def get_images(self) -> Sequence[np.ndarray | None]:
-        return [None] * self.num_envs
 
     # ------------------------------------------------------------------ EnvHooks (embodied_ws.sim.hooks)
     def set_dr_scale(self, scale: float) -> None:

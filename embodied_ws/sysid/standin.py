@@ -8,7 +8,7 @@ controller delays them — not the policy's actions inside the env's observation
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, override
 
 import numpy as np
 
@@ -38,7 +38,9 @@ class StandInEnv(RobotEnv):
         self._to_ctrl = self.core.action_to_ctrl
         self.core.action_to_ctrl = self._delayed_ctrl  # type: ignore[method-assign]
 
+    @override
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        """:meth:`RobotEnv.reset`, then reseed the command noise (when ``seed`` is given) and empty the bus delay."""
         obs, info = super().reset(seed=seed, options=options)
         if seed is not None:
             self._rng = np.random.default_rng(seed)

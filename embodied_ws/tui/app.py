@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 import threading
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, override
 
 from textual import on, work
 from textual.app import App, ComposeResult
@@ -89,6 +89,7 @@ class AssistantApp(App[int]):
         self._closing = False
 
     # ------------------------------------------------------------------ layout
+    @override
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static("", id="banner")
@@ -103,6 +104,7 @@ class AssistantApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
+        """Load the local model (else the banner says rules only), then start the ``--log`` and ``--follow`` workers."""
         self._load_model()
         if self.log_source:
             self.load_source(self.log_source)
@@ -292,12 +294,15 @@ class AssistantApp(App[int]):
 
     # ------------------------------------------------------------------ actions
     def action_next_error(self) -> None:
+        """Key ``n``: scroll the log to the next error line."""
         self.query_one(LogView).jump(+1)
 
     def action_prev_error(self) -> None:
+        """Key ``N``: scroll the log to the previous error line."""
         self.query_one(LogView).jump(-1)
 
     def action_triage(self) -> None:
+        """Key ``t``: triage the log again and redraw the finding cards."""
         self.refresh_findings()
 
     def on_unmount(self) -> None:

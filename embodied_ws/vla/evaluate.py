@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 
 from embodied_ws.config.loader import load_config, load_dr
-from embodied_ws.core.atomic import write_json_atomic
 from embodied_ws.core.errors import UserError
 from embodied_ws.data.dataset import IMAGE_PREFIX
+from embodied_ws.rl.evaluate import write_eval
 
 
 def policy_folder(run_dir: Path) -> Path:
@@ -67,15 +67,6 @@ def evaluate_vla(
                 break
         successes.append(bool(info.get("is_success", False)))
     metrics: dict[str, Any] = {"episodes": episodes, "success_rate": float(np.mean(successes)) if successes else 0.0}
-    out = run_dir / "eval"
-    out.mkdir(parents=True, exist_ok=True)
-    if frames:
-        import imageio.v3 as iio
-
-        tmp = out / ".rollout.mp4"
-        iio.imwrite(tmp, np.stack(frames), fps=env.metadata["render_fps"], codec="libx264")
-        tmp.replace(out / "rollout.mp4")
-        metrics["video"] = str(out / "rollout.mp4")
-    write_json_atomic(out / "metrics.json", metrics)
+    write_eval(run_dir, metrics, frames, env.metadata["render_fps"])
     env.close()
     return metrics

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import override
+
 import mujoco
 import numpy as np
 
@@ -41,43 +43,40 @@ def workspace_targets(
     return out
 
 
-@TASKS.register("reach")
-class ReachTask(Task):
-    """Observation: joint positions, joint velocities, end-effector position, target, target − ee.
+class PointReach(Task):
+    """What reaching tasks share: the reachable targets, a noisy home pose, and the reward towards a point.
 
-    Reward: ``-distance_weight · |ee − target| − velocity_weight · |q̇|² + success_bonus · [success]``
-    (+ ``precision_weight · exp(-(d / threshold)²)`` when set);
-    success when the end effector is within ``success_threshold`` metres of the target.
+    Not registered itself: :class:`ReachTask` and ``reach_color`` build on it.
+
+    :param robot: robot with an end-effector sensor
+    :param cfg: task parameters
     """
 
     needs_ee = True
-    free_space = True
-    goal_dim = 3
 
     def __init__(self, robot: Robot, cfg: TaskConfig) -> None:
         super().__init__(robot, cfg)
         self.nj = robot.qpos_idx.size
-        self.obs_dim = 2 * self.nj + 9
         self.targets = workspace_targets(robot, cfg.target_min_z, cfg.target_joint_margin)
         self._qi, self._vi, self._ei = (as_index(i) for i in (robot.qpos_idx, robot.qvel_idx, robot.ee_sensor_idx))
 
-    def sample_goal(self, rng: np.random.Generator) -> np.ndarray:
-        return self.targets[rng.integers(len(self.targets))].copy()
-
+    @override
     def initial_qpos(self, rng: np.random.Generator) -> np.ndarray:
         q = self.robot.home_qpos.copy()
         noise = rng.uniform(-self.cfg.init_noise, self.cfg.init_noise, self.nj)
         q[self._qi] = np.clip(q[self._qi] + noise, self.robot.joint_low, self.robot.joint_high)
         return q
 
-    def observe(self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray) -> np.ndarray:
-        ee = sensordata[:, self._ei]
-        return np.concatenate([qpos[:, self._qi], qvel[:, self._vi], ee, goal, goal - ee], axis=1)
-
-    def evaluate(
-        self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray, action: np.ndarray
+    def reach_reward(
+        self, qvel: np.ndarray, sensordata: np.ndarray, target: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-        diff = sensordata[:, self._ei] - goal
+        """``(reward, success, terms)`` of bringing the end effector to ``target`` (the :class:`ReachTask` reward).
+
+        :param qvel: joint velocities ``(n, nv)``
+        :param sensordata: sensor readings ``(n, nsensordata)``
+        :param target: the point to reach ``(n, 3)``
+        """
+        diff = sensordata[:, self._ei] - target
         dist = np.sqrt(np.add.reduce(diff * diff, axis=1))
         qd = qvel[:, self._vi]
         success = dist < self.cfg.success_threshold
@@ -92,6 +91,39 @@ class ReachTask(Task):
             reward = reward + terms["precision"]
         return reward, success, terms
 
+
+@TASKS.register("reach")
+class ReachTask(PointReach):
+    """Observation: joint positions, joint velocities, end-effector position, target, target − ee.
+
+    Reward: ``-distance_weight · |ee − target| − velocity_weight · |q̇|² + success_bonus · [success]``
+    (+ ``precision_weight · exp(-(d / threshold)²)`` when set);
+    success when the end effector is within ``success_threshold`` metres of the target.
+    """
+
+    free_space = True
+    goal_dim = 3
+
+    def __init__(self, robot: Robot, cfg: TaskConfig) -> None:
+        super().__init__(robot, cfg)
+        self.obs_dim = 2 * self.nj + 9
+
+    @override
+    def sample_goal(self, rng: np.random.Generator) -> np.ndarray:
+        return self.targets[rng.integers(len(self.targets))].copy()
+
+    @override
+    def observe(self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray) -> np.ndarray:
+        ee = sensordata[:, self._ei]
+        return np.concatenate([qpos[:, self._qi], qvel[:, self._vi], ee, goal, goal - ee], axis=1)
+
+    @override
+    def evaluate(
+        self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray, action: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        return self.reach_reward(qvel, sensordata, goal)
+
+    @override
     def obs_names(self) -> list[str]:
         j = self.robot.joint_names
         xyz = ("x", "y", "z")
@@ -103,5 +135,6 @@ class ReachTask(Task):
             + [f"target_minus_ee/{a}" for a in xyz]
         )
 
+    @override
     def goal_site_pos(self, goal: np.ndarray) -> np.ndarray | None:
         return goal

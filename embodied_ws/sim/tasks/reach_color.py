@@ -8,12 +8,14 @@ one-hot of the named colour, so PPO can learn it without vision.
 
 from __future__ import annotations
 
+from typing import override
+
 import numpy as np
 
 from embodied_ws.config.schema import TaskConfig
 from embodied_ws.sim.robot import Robot
-from embodied_ws.sim.tasks.base import TASKS, Task, as_index
-from embodied_ws.sim.tasks.reach import workspace_targets
+from embodied_ws.sim.tasks.base import TASKS
+from embodied_ws.sim.tasks.reach import PointReach
 
 #: ball colours, in goal order; a scene shows them with mocap bodies ``target_<colour>``
 COLORS: tuple[str, ...] = ("red", "green", "blue")
@@ -28,7 +30,7 @@ def instruction_for(color: str) -> str:
 
 
 @TASKS.register("reach_color")
-class ReachColorTask(Task):
+class ReachColorTask(PointReach):
     """Observation: joint positions, joint velocities, end-effector position, every ball's position
     (``len(COLORS)`` × 3), one-hot of the named colour, named ball − ee.
 
@@ -37,16 +39,11 @@ class ReachColorTask(Task):
     ``success_threshold`` of the named ball (touching another ball does not count).
     """
 
-    needs_ee = True
-
     def __init__(self, robot: Robot, cfg: TaskConfig) -> None:
         super().__init__(robot, cfg)
-        self.nj = robot.qpos_idx.size
         self.nc = len(COLORS)
         self.goal_dim = 4 * self.nc
         self.obs_dim = 2 * self.nj + 3 + 3 * self.nc + self.nc + 3
-        self.targets = workspace_targets(robot, cfg.target_min_z, cfg.target_joint_margin)
-        self._qi, self._vi, self._ei = (as_index(i) for i in (robot.qpos_idx, robot.qvel_idx, robot.ee_sensor_idx))
 
     # ----------------------------------------------------------------- goal helpers
     def split_goal(self, goal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -68,6 +65,7 @@ class ReachColorTask(Task):
         return instruction_for(self.color_of(goal))
 
     # ----------------------------------------------------------------- Task API
+    @override
     def sample_goal(self, rng: np.random.Generator) -> np.ndarray:
         chosen: list[np.ndarray] = []
         while len(chosen) < self.nc:  # rejection sampling; the workspace is large against MIN_SEPARATION
@@ -78,33 +76,19 @@ class ReachColorTask(Task):
         onehot[rng.integers(self.nc)] = 1.0
         return np.concatenate([np.concatenate(chosen), onehot])
 
-    def initial_qpos(self, rng: np.random.Generator) -> np.ndarray:
-        q = self.robot.home_qpos.copy()
-        noise = rng.uniform(-self.cfg.init_noise, self.cfg.init_noise, self.nj)
-        q[self._qi] = np.clip(q[self._qi] + noise, self.robot.joint_low, self.robot.joint_high)
-        return q
-
+    @override
     def observe(self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray) -> np.ndarray:
         ee = sensordata[:, self._ei]
         named = self.named_target(goal)
         return np.concatenate([qpos[:, self._qi], qvel[:, self._vi], ee, goal, named - ee], axis=1)
 
+    @override
     def evaluate(
         self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray, action: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-        diff = sensordata[:, self._ei] - self.named_target(goal)
-        dist = np.sqrt(np.add.reduce(diff * diff, axis=1))
-        qd = qvel[:, self._vi]
-        success = dist < self.cfg.success_threshold
-        terms = {
-            "distance": -self.cfg.distance_weight * dist,
-            "velocity": -self.cfg.velocity_weight * np.add.reduce(qd * qd, axis=1),
-            "success": self.cfg.success_bonus * success,
-        }
-        if self.cfg.precision_weight:
-            terms["precision"] = self.cfg.precision_weight * np.exp(-((dist / self.cfg.success_threshold) ** 2))
-        return sum(terms.values()), success, terms
+        return self.reach_reward(qvel, sensordata, self.named_target(goal))
 
+    @override
     def obs_names(self) -> list[str]:
         j = self.robot.joint_names
         xyz = ("x", "y", "z")
@@ -118,6 +102,7 @@ class ReachColorTask(Task):
             + [f"named_minus_ee/{a}" for a in xyz]
         )
 
+    @override
     def goal_markers(self, goal: np.ndarray) -> dict[str, np.ndarray]:
         pos, _ = self.split_goal(goal)
         out = {f"target_{c}": pos[i] for i, c in enumerate(COLORS)}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import override
+
 import numpy as np
 
 from embodied_ws.config.schema import TaskConfig
@@ -31,19 +33,23 @@ class SwingUpTask(Task):
         self._cx, self._cv = int(robot.qpos_idx[0]), int(robot.qvel_idx[0])
         self._px, self._pv = int(m.jnt_qposadr[hinges[0]]), int(m.jnt_dofadr[hinges[0]])
 
+    @override
     def sample_goal(self, rng: np.random.Generator) -> np.ndarray:
         return np.zeros(0)
 
+    @override
     def initial_qpos(self, rng: np.random.Generator) -> np.ndarray:
         q = self.robot.home_qpos.copy()
         q[self._cx] += rng.uniform(-self.cfg.init_noise, self.cfg.init_noise)
         q[self._px] = np.pi + rng.uniform(-self.cfg.init_noise, self.cfg.init_noise)
         return q
 
+    @override
     def observe(self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray) -> np.ndarray:
         th = qpos[:, self._px]
         return np.stack([qpos[:, self._cx], np.cos(th), np.sin(th), qvel[:, self._cv], qvel[:, self._pv]], axis=1)
 
+    @override
     def evaluate(
         self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray, action: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
@@ -59,5 +65,6 @@ class SwingUpTask(Task):
         success = (cos > 0.95) & (np.abs(x) < 0.8)
         return reward, success, terms
 
+    @override
     def obs_names(self) -> list[str]:
         return ["cart/x", "pole/cos", "pole/sin", "cart/xd", "pole/thetad"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import override
+
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Button, Static
@@ -17,6 +19,7 @@ class FindingCard(Vertical):
         super().__init__(classes=classes, **kwargs)
         self.finding = finding
 
+    @override
     def compose(self) -> ComposeResult:
         f, r = self.finding, self.finding.rule
         if f.stage == "rule":

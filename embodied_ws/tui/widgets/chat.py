@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import override
+
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Collapsible, Static
@@ -21,6 +23,7 @@ class ChatTurn(VerticalScroll):
         self._think = Static("", classes="think-text", markup=False)
         self._answer = Static("…", classes="answer", markup=False)
 
+    @override
     def compose(self) -> ComposeResult:
         yield Static(f"[b]you:[/b] {self.question}", classes="question")
         with Collapsible(title="reasoning", collapsed=True, classes="think"):

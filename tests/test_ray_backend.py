@@ -1,0 +1,228 @@
+"""The Ray backend on a local 2-CPU cluster: batched actors, training, a killed actor, checkpoint/resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from embodied_ws.config.loader import load_config, load_dr
+from embodied_ws.core.errors import UserError
+from embodied_ws.rl.backends import env_hooks, make_vec_env
+from embodied_ws.rl.checkpoint import latest_checkpoint, read_state
+from embodied_ws.rl.run import TrainingRun
+from embodied_ws.sim.hooks import EnvHooks
+
+pytestmark = pytest.mark.slow
+
+SETS = [
+    "dr=default",
+    "train.vec_env=ray",
+    "train.n_envs=4",
+    "train.ray.actors=2",
+    "train.ray.cpus_per_actor=0.5",  # two backends' actors at once fit on the 2-CPU cluster
+    "ppo.n_steps=32",
+    "ppo.batch_size=64",
+    "ppo.n_epochs=2",
+    "train.eval_every=0",
+    "train.final_eval_episodes=0",
+    "train.checkpoint_every=256",
+    "train.curriculum_steps=0",
+]
+
+
+def _ray_processes(psutil) -> list:  # type: ignore[no-untyped-def]
+    """This test process's descendants that belong to Ray (GCS, raylet, workers, log monitor ...)."""
+    out = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if "ray" in " ".join(p.cmdline()).lower():
+                out.append(p)
+        except psutil.Error:  # exited meanwhile
+            pass
+    return out
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():  # type: ignore[no-untyped-def]
+    """A local Ray cluster with 2 CPUs for this module (no dashboard, small object store), shut down after it."""
+    ray = pytest.importorskip("ray")
+    import psutil
+
+    ray.init(
+        address="local",
+        num_cpus=2,
+        object_store_memory=100 * 2**20,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+    )
+    yield ray
+    ray.shutdown()
+    _, alive = psutil.wait_procs(_ray_processes(psutil), timeout=15)
+    for p in alive:  # ray.shutdown() stops them; never leave one behind whatever happened
+        p.kill()
+    assert not alive, f"Ray left processes behind: {[p.pid for p in alive]}"
+
+
+def _cfg(*extra: str):  # type: ignore[no-untyped-def]
+    return load_config("reach", [*SETS, *extra])
+
+
+def test_registered_backend_steps_batches_and_implements_env_hooks(ray_cluster) -> None:  # type: ignore[no-untyped-def]
+    cfg = _cfg("train.n_envs=5")
+    venv = make_vec_env(cfg, load_dr(cfg.dr), 5, 3)  # through the registry: train.vec_env=ray
+    try:
+        assert type(venv).__name__ == "RayVecEnv" and isinstance(env_hooks(venv), EnvHooks)
+        assert venv.sizes == [3, 2]
+        obs = venv.reset()
+        assert obs.shape == (5, venv.observation_space.shape[0])
+        trips, ended = venv.round_trips, 0
+        for _ in range(60):  # past the 50-step episode end: auto-reset inside the actors
+            obs, rew, done, infos = venv.step(np.zeros((5, venv.action_space.shape[0])))
+            ended += int(done.sum())
+        assert venv.round_trips - trips == 60, "one round trip per control step, whatever the env count"
+        assert obs.shape == (5, venv.observation_space.shape[0]) and rew.shape == (5,) and len(infos) == 5
+        assert ended >= 5, "every env's episode ended (and restarted) inside its actor"
+        assert venv.env_method("set_dr_scale", 0.5, indices=[0, 4]) == [None, None]
+        venv.set_dr_scale(0.25)
+        scales = {d["scale"] for s in venv.get_env_state()["streams"]["actors"] for d in s["dr"]}
+        assert scales == {0.25}
+        assert venv.env_core().obs_dim == obs.shape[1]
+    finally:
+        venv.close()
+    assert ray_cluster.is_initialized(), "a backend that joined a running cluster leaves it running"
+
+
+def test_actor_found_dead_outside_a_step_is_replaced_and_its_episodes_end(ray_cluster) -> None:  # type: ignore[no-untyped-def]
+    """An actor dead when the curriculum or a checkpoint calls (between rollouts) does not stop training."""
+    cfg = _cfg("train.n_envs=2")
+    venv = make_vec_env(cfg, load_dr(cfg.dr), 2, 0)
+    try:
+        nu = venv.action_space.shape[0]
+        venv.reset()
+        before, _, _, _ = venv.step(np.zeros((2, nu)))
+        ray_cluster.kill(venv.actors[1], no_restart=True)
+        venv.set_dr_scale(0.5)  # the curriculum at a rollout start
+        assert venv.actor_restarts == 1 and venv.restart_events[0]["actor"] == 1
+        state = venv.get_env_state()  # a checkpoint
+        assert [d["scale"] for s in state["streams"]["actors"] for d in s["dr"]] == [0.5, 0.5]
+        obs, rew, done, infos = venv.step(np.zeros((2, nu)))
+        assert done.tolist() == [False, True], "the replaced actor's env ended its episode"
+        assert infos[1]["actor_restart"] and infos[1]["TimeLimit.truncated"]
+        np.testing.assert_allclose(infos[1]["terminal_observation"], before[1])
+        obs, _, done, _ = venv.step(np.zeros((2, nu)))
+        assert not done.any() and venv.actor_restarts == 1
+    finally:
+        venv.close()
+
+
+def test_env_state_restores_into_fresh_actors(ray_cluster) -> None:  # type: ignore[no-untyped-def]
+    """The saved RNG/DR state of every actor decides the next episodes' goals and DR draws."""
+    cfg = _cfg()
+    dr = load_dr(cfg.dr)
+    a = make_vec_env(cfg, dr, 4, 0)
+    b = make_vec_env(cfg, dr, 4, 99)
+    try:
+        a.reset()
+        for _ in range(10):
+            a.step(np.zeros((4, a.action_space.shape[0])))
+        state = json.loads(json.dumps(a.get_env_state()))  # as checkpoints store it
+        expected = a.reset()
+        assert not np.allclose(b.reset(), expected), "different seeds draw different episodes"
+        b.seed(7)  # a seed pending for the next reset (SB3 sets one when a model loads) must not win
+        b.set_env_state(state, "test")
+        np.testing.assert_allclose(b.reset(), expected)
+        state["streams"]["sizes"] = [1, 3]
+        with pytest.raises(UserError, match=r"train\.ray\.actors"):
+            b.set_env_state(state, "ckpt")
+        with pytest.raises(UserError, match="saved env state is batched"):
+            b.set_env_state({"layout": "batched", "n_envs": 4, "streams": {}}, "ckpt")
+    finally:
+        a.close()
+        b.close()
+
+
+def test_training_survives_a_killed_actor_and_the_report_counts_it(ray_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class KillOne(BaseCallback):
+        """Kill sampler actor 0 once, mid-rollout."""
+
+        killed = False
+
+        def _on_step(self) -> bool:
+            if not self.killed and self.num_timesteps >= 300:
+                ray_cluster.kill(self.model.get_env().unwrapped.actors[0], no_restart=True)
+                self.killed = True
+            return True
+
+    killer = KillOne()
+    with TrainingRun(_cfg("train.total_timesteps=768"), "ray-kill", tmp_path, progress=False) as run:
+        summary = run.finish(run.learn([killer]))
+    assert killer.killed
+    assert summary["steps"] >= 768 and not summary["interrupted"]
+    assert summary["ray"]["actor_restarts"] == 1 and summary["ray"]["actors"] == 2
+    assert summary["ray"]["restart_events"][0]["actor"] == 0
+    assert 0.0 <= summary["data_wait"]["share"] <= 1.0
+    report = (tmp_path / "ray-kill" / "report.md").read_text()
+    assert "sampler actors replaced: 1" in report
+    assert "data wait" in report
+    saved = read_state(latest_checkpoint(tmp_path / "ray-kill" / "checkpoints"))
+    assert saved["actor_restarts"] == 1, "the count is run state: a resumed run keeps it"
+
+
+def test_resume_restores_every_actors_env_state(ray_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    from embodied_ws.rl.train import train
+
+    train(_cfg("train.total_timesteps=256"), "ray-resume", tmp_path, progress=False)
+    saved = read_state(latest_checkpoint(tmp_path / "ray-resume" / "checkpoints"))["env"]
+    assert saved["layout"] == "ray" and len(saved["streams"]["actors"]) == 2
+
+    class Probe(BaseCallback):
+        """Read the actors' env state as training resumes (after SB3's first reset, before any step)."""
+
+        state = None
+
+        def _on_training_start(self) -> None:
+            self.state = env_hooks(self.model.get_env()).get_env_state()
+
+        def _on_step(self) -> bool:
+            return True
+
+    probe = Probe()
+    cfg = _cfg("train.total_timesteps=384")
+    summary = train(cfg, "ray-resume", tmp_path, resume=True, progress=False, extra_callbacks=[probe])
+    assert summary["steps"] >= 384
+    # resuming restores the saved streams, then SB3 resets the envs once: replay that on fresh actors
+    replay = make_vec_env(cfg, load_dr(cfg.dr), 4, 12345)
+    try:
+        replay.set_env_state(saved, "checkpoint")
+        replay.reset()
+        expected = replay.get_env_state()["streams"]["actors"]
+    finally:
+        replay.close()
+    assert json.loads(json.dumps(probe.state["streams"]["actors"])) == json.loads(json.dumps(expected))
+
+
+def test_ray_address_joins_the_running_cluster(ray_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``embodied-ws train --ray-address`` (``train.ray.address``) trains on that cluster and leaves it running."""
+    import subprocess
+
+    from conftest import ROOT, train_cmd
+
+    address = ray_cluster.get_runtime_context().gcs_address
+    sets = [*SETS, "train.total_timesteps=128", "train.checkpoint_every=0"]
+    cmd = train_cmd(tmp_path, "joined", sets, "--ray-address", address)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    brief = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert brief["steps"] >= 128 and brief["actor_restarts"] == 0 and 0.0 <= brief["data_wait_share"] <= 1.0
+    assert "data wait" in proc.stderr, "the console states the data-wait share"
+    saved = load_config(tmp_path / "joined" / "config.yaml")
+    assert saved.train.ray.address == address
+    assert ray_cluster.is_initialized() and ray_cluster.cluster_resources().get("CPU") == 2.0, "still running"
