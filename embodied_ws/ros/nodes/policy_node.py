@@ -305,6 +305,7 @@ def run_deploy(core: ControlCore, duration_s: float = 0.0) -> dict[str, Any]:
     Spins until Ctrl-C or, when ``duration_s`` > 0, for that long; then deactivates and returns :func:`summary`.
     """
     import rclpy
+    from rclpy._rclpy_pybind11 import RCLError
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
     rclpy.init()
@@ -319,6 +320,9 @@ def run_deploy(core: ControlCore, duration_s: float = 0.0) -> dict[str, Any]:
             executor.spin_once(timeout_sec=0.05)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except RCLError:
+        if rclpy.ok():
+            raise  # a shutdown racing the executor's wait is a normal stop; anything else is not
     finally:
         out = summary(node) if node.core is not None else {}
         if node.core is not None:
