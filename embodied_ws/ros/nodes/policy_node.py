@@ -139,6 +139,8 @@ class PolicyNode(LifecycleNode):
             self.create_timer(1.0 / core.cfg.deploy.diagnostics_hz, self._report),
         ]
         how = request_realtime(core.cfg.deploy.realtime_priority)  # this thread runs the loop's callbacks
+        if "refused" in how:
+            self.get_logger().warn(f"deploy.realtime_priority: {how}")
         self.get_logger().info(f"active ({how}): soft start from the measured pose")
         return super().on_activate(state)
 
