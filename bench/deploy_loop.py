@@ -8,12 +8,15 @@ achieved / target rate of the fixed-rate loop (absolute deadlines), ``jitter_p99
 ``|period − target|``.
 
 Uses ``RUN_OR_POLICY_DIR`` when given, else exports an untrained arm3 reach PPO (same network, 64×64 tanh).
+Normal priority by default; ``--realtime-priority N`` runs the loop under SCHED_FIFO (``deploy.realtime_priority``),
+as a robot's control loop would. ``load_avg_1min`` tells how busy the machine was.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -31,7 +34,8 @@ def _export_untrained(run_dir: Path) -> Path:
 
     from embodied_ws.config.loader import load_config, load_dr
     from embodied_ws.rl.export import export_policy
-    from embodied_ws.rl.train import ppo_kwargs, save_run_config
+    from embodied_ws.rl.ppo import ppo_kwargs
+    from embodied_ws.rl.run import save_run_config
     from embodied_ws.sim.env import RobotEnv
 
     cfg = load_config("reach", ["dr=none", "ppo.device=cpu"])
@@ -49,11 +53,14 @@ def main() -> None:
     parser.add_argument("policy", nargs="?", help="run or policy folder (default: an untrained export)")
     parser.add_argument("--rate", type=float, default=500.0)
     parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument(
+        "--realtime-priority", type=int, default=0, help="run the loop under SCHED_FIFO (deploy.realtime_priority)"
+    )
     args = parser.parse_args()
 
     from embodied_ws.deploy.artifact import resolve_target
     from embodied_ws.deploy.control import ControlCore
-    from embodied_ws.deploy.rate import run_fixed_rate
+    from embodied_ws.deploy.rate import request_realtime, run_fixed_rate
 
     with tempfile.TemporaryDirectory() as tmp:
         path = args.policy or _export_untrained(Path(tmp) / "run")
@@ -75,9 +82,12 @@ def main() -> None:
         if cmd is not None:
             q[servo] = cmd  # a perfect position servo
 
+    scheduling = request_realtime(args.realtime_priority)  # only the loop: export and set-up ran before
     run_fixed_rate(tick, args.rate, 0.5)  # warm-up
     compute.clear()
     times = run_fixed_rate(tick, args.rate, args.duration)
+    request_realtime(0)
+    load = os.getloadavg()[0]
     obs = core.last_obs.astype(np.float32)
     t0 = clock()
     for _ in range(2000):
@@ -99,6 +109,8 @@ def main() -> None:
         "commands": core.published,
         "envelope_events": dict(core.envelope.status.events),
         "mode": core.envelope.status.mode,
+        "scheduling": scheduling,
+        "load_avg_1min": round(load, 2),
     }
     print(json.dumps(out))
 

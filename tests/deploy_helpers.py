@@ -15,7 +15,8 @@ def untrained_run(run_dir: Path, *overrides: str) -> Path:
 
     from embodied_ws.config.loader import load_config, load_dr
     from embodied_ws.rl.export import export_policy
-    from embodied_ws.rl.train import ppo_kwargs, save_run_config
+    from embodied_ws.rl.ppo import ppo_kwargs
+    from embodied_ws.rl.run import save_run_config
     from embodied_ws.sim.env import RobotEnv
 
     cfg = load_config("reach", ["dr=none", *overrides])

@@ -119,5 +119,7 @@ def test_missing_bag_and_wrong_robot_are_one_line_errors(cli, tmp_path: Path) ->
             w.write_message("/joint_states", 10**9 + i * 40_000_000, joint_state(store, i * 0.04, [0.0, 0.0]))
             w.write_message("/x/commands", 10**9 + i * 40_000_000 + 1, float_array(store, [0.0, 0.0]))
     _assert_one_line_error(
-        cli("sysid", "fit", str(bag), "--robot", "arm3", "--out", str(tmp_path / "o")), "two_joints", "wrong --robot"
+        cli("sysid", "fit", str(bag), "--robot", "arm3", "--out", str(tmp_path / "o")),
+        "two_joints",
+        "a bag of another robot",
     )

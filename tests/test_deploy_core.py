@@ -152,3 +152,18 @@ def test_core_never_publishes_outside_the_envelope(core_for_properties: ControlC
 @pytest.fixture(scope="module")
 def core_for_properties(run: Path) -> ControlCore:
     return ControlCore(resolve_target(run, ["deploy.soft_start_s=0.2"]))
+
+
+def test_realtime_priority_is_requested_validated_and_given_back(run: Path) -> None:
+    import os
+
+    from embodied_ws.deploy.rate import request_realtime
+
+    how = request_realtime(5)
+    try:  # root or CAP_SYS_NICE: granted; else a note, never an exception
+        assert how == "SCHED_FIFO priority 5" or how.startswith("normal priority (SCHED_FIFO 5 refused")
+    finally:
+        assert request_realtime(0) == "normal priority"
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER
+    with pytest.raises(UserError, match=r"deploy.realtime_priority: must be 0 \(off\) or 1-99, got 120"):
+        resolve_target(run, ["deploy.realtime_priority=120"])

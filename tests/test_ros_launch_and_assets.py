@@ -16,10 +16,12 @@ import yaml
 from embodied_ws.config.loader import load_config
 from embodied_ws.core.errors import UnknownNameError
 from embodied_ws.ros.launch_plan import (
+    DEPLOY_ARGS,
     SIM_ARGS,
     TRAIN_ARGS,
     IncludeSpec,
     NodeSpec,
+    deploy_plan,
     gazebo_plan,
     sim_plan,
     train_plan,
@@ -47,7 +49,12 @@ def _declared(executable: str) -> set[str]:
 @pytest.mark.ros
 @pytest.mark.parametrize(
     "plan,args",
-    [(sim_plan, SIM_ARGS), (train_plan, TRAIN_ARGS), (train_plan, {**TRAIN_ARGS, "backend": "ros"})],
+    [
+        (sim_plan, SIM_ARGS),
+        (train_plan, TRAIN_ARGS),
+        (train_plan, {**TRAIN_ARGS, "backend": "ros"}),
+        (deploy_plan, {**DEPLOY_ARGS, "policy": "runs/reach1", "controller": "arm_ctrl", "rate_hz": "50"}),
+    ],
 )
 def test_plans_name_existing_executables_and_declared_parameters(plan, args) -> None:
     specs = plan(**args)
@@ -66,6 +73,17 @@ def test_train_plan_ros_backend_runs_the_sim_in_lockstep() -> None:
         train_plan(backend="carla")
 
 
+def test_deploy_plan_starts_policy_node_with_the_given_settings_only() -> None:
+    (spec,) = deploy_plan(policy="runs/reach1")
+    assert spec.executable == "policy_node"
+    assert spec.parameters == {"policy": "runs/reach1", "dry_run": False, "autostart": True, "use_sim_time": False}
+    (spec,) = deploy_plan(policy="runs/reach1", dry_run="true", autostart="false", controller="c", rate_hz="50")
+    assert spec.parameters["dry_run"] is True and spec.parameters["autostart"] is False
+    assert spec.parameters["deploy.controller"] == "c" and spec.parameters["deploy.rate_hz"] == 50.0
+    with pytest.raises(ValueError, match="policy:=RUN_OR_POLICY_DIR is required"):
+        deploy_plan(policy=" ")
+
+
 def test_gazebo_plan(tmp_path: Path) -> None:
     specs = gazebo_plan("arm3", out_dir=tmp_path)
     includes = [s for s in specs if isinstance(s, IncludeSpec)]
@@ -75,7 +93,7 @@ def test_gazebo_plan(tmp_path: Path) -> None:
     assert any("joint_group_position_controller" in n.arguments for n in nodes)
 
 
-@pytest.mark.parametrize("name", ["sim.launch.py", "train.launch.py", "gazebo.launch.py"])
+@pytest.mark.parametrize("name", ["sim.launch.py", "train.launch.py", "gazebo.launch.py", "deploy.launch.py"])
 def test_launch_files_are_thin_over_the_plans(name: str) -> None:
     tree = ast.parse((LAUNCH / name).read_text())
     imported = {
@@ -88,6 +106,7 @@ def test_launch_files_are_thin_over_the_plans(name: str) -> None:
         "sim.launch.py": ("sim_plan", "SIM_ARGS"),
         "train.launch.py": ("train_plan", "TRAIN_ARGS"),
         "gazebo.launch.py": ("gazebo_plan", "GAZEBO_ARGS"),
+        "deploy.launch.py": ("deploy_plan", "DEPLOY_ARGS"),
     }[name]
     assert set(plan) <= imported
     funcs = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]

@@ -111,3 +111,25 @@ def test_fit_recovers_a_known_plant_from_an_in_process_recording(tmp_path: Path,
     gain = dr.get("actuator_gain")
     assert gain.low < out["params"]["actuator_gain"] < gain.high
     assert dr.get("action_latency").low == 2
+
+
+def test_eval_and_gap_on_a_plant_write_metrics_report_and_figures(cli, tmp_path: Path) -> None:
+    """``eval RUN --plant`` and ``gap RUN --plant``: the run's policy in-process on nominal sim and on the stand-in."""
+    from deploy_helpers import untrained_run
+
+    run = untrained_run(tmp_path / "run")
+    proc = cli("eval", str(run), "--plant", str(HIDDEN), "--episodes", "3", "--json")
+    assert proc.returncode == 0, proc.stderr
+    ev = json.loads(proc.stdout)
+    assert ev["episodes"] == 3 and 0.0 <= ev["success_rate"] <= 1.0 and ev["plant"] == str(HIDDEN)
+    proc = cli("gap", str(run), "--plant", str(HIDDEN), "--episodes", "3", "--out", str(tmp_path / "gap"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    gap = json.loads(proc.stdout)
+    assert gap["sim"]["episodes"] == gap["real"]["episodes"] == 3 and gap["trajectory_rmse_rad"] > 0
+    for f in ("report.md", "gap_joints.png", "gap_metrics.png", "gap.json"):
+        assert (tmp_path / "gap" / f).stat().st_size > 0, f
+    report = (tmp_path / "gap" / "report.md").read_text()
+    assert "| success rate |" in report and "stand-in (hidden.yaml)" in report
+    for row in report.splitlines():  # every table row has exactly the three columns
+        if row.startswith("|"):
+            assert row.count("|") == 4, row

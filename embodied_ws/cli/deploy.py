@@ -16,6 +16,8 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
     from embodied_ws.deploy.artifact import resolve_target
     from embodied_ws.deploy.control import ControlCore
 
+    if args.duration < 0:
+        raise UserError(f"must be >= 0, got {args.duration:g}", "--duration")
     overrides = list(args.set or [])
     if args.dry_run:
         overrides.append("deploy.dry_run=true")

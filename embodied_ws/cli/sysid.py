@@ -131,6 +131,10 @@ def register(add_verb: AddVerb) -> None:
     c = sub.add_parser(
         "collect",
         help="excite all joints (random steps + 0.2-3 Hz chirp, inside the limits) and record",
+        description="Drive the robot (or mujoco_sim_node plant:=FILE) through the topic contract with ramped random "
+        "steps plus a 0.2-3 Hz chirp on every joint, inside the joint limits, and record /joint_states and the "
+        "commands to an MCAP bag.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="example: embodied-ws sysid collect --robot arm3 --duration 30 --out bags/sysid1",
     )
     c.set_defaults(fn=_cmd_collect)
@@ -146,6 +150,11 @@ def register(add_verb: AddVerb) -> None:
     f = sub.add_parser(
         "fit",
         help="fit damping, armature, friction loss, gain, mass scales and latency to a bag",
+        description="Replay the bag's commands in MuJoCo and fit scales of damping, armature, friction loss, servo "
+        "gain and masses plus the command latency (scipy least_squares per latency). Writes fit.yaml (a plant "
+        "file), dr.yaml (DR re-centred on the fit), fit.json and overlay PNGs; says which parameters the data "
+        "hardly constrains.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="example: embodied-ws sysid fit bags/sysid1 --robot arm3 --out sysid/arm3 --json",
     )
     f.set_defaults(fn=_cmd_fit)

@@ -228,6 +228,8 @@ def validate_deploy(cfg: RunConfig) -> None:
         raise ConfigError(f"must be in [0, 0.5), got {d.limit_margin}", "deploy.limit_margin")
     if d.on_state_timeout not in ("hold", "safe_pose"):
         raise ConfigError(f"must be hold or safe_pose, got {d.on_state_timeout!r}", "deploy.on_state_timeout")
+    if not 0 <= d.realtime_priority <= 99:
+        raise ConfigError(f"must be 0 (off) or 1-99, got {d.realtime_priority}", "deploy.realtime_priority")
 
 
 def _validate_vla(cfg: RunConfig) -> None:

@@ -263,6 +263,8 @@ class DeployConfig:
     :param safe_pose: command to move to on a state timeout in ``safe_pose`` mode (empty: the model's home pose)
     :param inference_timeout_s: observation + policy time above this drops the command and holds (0: off)
     :param diagnostics_hz: rate of ``/diagnostics`` reports (events are also reported at once)
+    :param realtime_priority: 1-99: run the control loop's thread under ``SCHED_FIFO`` at this priority
+        (needs root or ``CAP_SYS_NICE``/an rtprio limit; refused → a warning, the loop runs as before); 0: off
     """
 
     robot: str = ""
@@ -280,6 +282,7 @@ class DeployConfig:
     safe_pose: list[float] = field(default_factory=list)
     inference_timeout_s: float = 0.02
     diagnostics_hz: float = 1.0
+    realtime_priority: int = 0
 
 
 @dataclass

@@ -42,6 +42,31 @@ class RateMeter:
         return float(np.percentile(np.abs(np.diff(t) - self.period), q) * 1e3)
 
 
+def request_realtime(priority: int) -> str:
+    """Put the calling thread under ``SCHED_FIFO`` at ``priority`` (1-99), as robot control loops run.
+
+    A busy machine preempts a normal-priority loop for whole scheduler slices (missed periods);
+    a real-time thread is not. Returns what happened, for the log: refused (no permission, not
+    Linux) is not an error, the loop then runs at normal priority.
+
+    :param priority: SCHED_FIFO priority; 0 returns the thread to normal scheduling
+    """
+    import os
+
+    if priority <= 0:
+        try:
+            if os.sched_getscheduler(0) != os.SCHED_OTHER:
+                os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        except (AttributeError, OSError):
+            pass
+        return "normal priority"
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except (AttributeError, OSError) as exc:
+        return f"normal priority (SCHED_FIFO {priority} refused: {exc})"
+    return f"SCHED_FIFO priority {priority}"
+
+
 def run_fixed_rate(
     step: Callable[[float], object],
     rate_hz: float,

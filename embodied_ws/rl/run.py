@@ -30,6 +30,15 @@ from embodied_ws.rl.ppo import make_training_env, ppo_kwargs, resolve_device
 from embodied_ws.sim.urdf import save_generated_model
 
 
+def save_run_config(run_dir: Path, cfg: RunConfig) -> None:
+    """Write the resolved configuration as ``run_dir/config.yaml`` (atomically).
+
+    :param run_dir: the run folder (must exist)
+    :param cfg: the resolved run configuration
+    """
+    write_bytes_atomic(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False).encode())
+
+
 @dataclass
 class RunState:
     """What a run has recorded so far; saved with every checkpoint (``state.json``) and restored on resume.
@@ -124,7 +133,7 @@ class TrainingRun:
                 "run already exists; pass --resume to continue it or choose another --name", str(self.run_dir)
             )
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        write_bytes_atomic(self.run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False).encode())
+        save_run_config(self.run_dir, cfg)
         save_generated_model(self.run_dir, cfg)  # a URDF/xacro robot: the MJCF that is simulated
         self.dr = load_dr(cfg.dr)
         if resolve_device(cfg.ppo.device, cfg.env.camera_obs) == "cpu":

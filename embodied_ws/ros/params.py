@@ -16,7 +16,8 @@ from embodied_ws.core.errors import UserError
 
 def flat_fields(cfg: RunConfig) -> dict[str, Any]:
     """``section.field -> value`` for every simple field (str, int, float, bool, list of int); nested sections
-    (``train.ray``) give ``train.ray.address``."""
+    (``train.ray``) give ``train.ray.address``. Fields a ROS parameter cannot hold (a mapping such as
+    ``vla.rename_map``, or an untyped ``None``) are left out: set them in the config file."""
     out: dict[str, Any] = {}
     for section in dataclasses.fields(cfg):
         value = getattr(cfg, section.name)
@@ -36,6 +37,8 @@ def _flatten(obj: Any, prefix: str, out: dict[str, Any]) -> None:
             continue
         if hints[f.name] == float | None:
             v = math.nan if v is None else float(v)
+        if v is None or isinstance(v, dict):
+            continue  # no ROS parameter type for it (rclpy would warn and leave it untyped)
         out[f"{prefix}.{f.name}"] = v
 
 

@@ -6,6 +6,7 @@ import sys
 from collections.abc import Callable
 
 import rclpy
+from rclpy._rclpy_pybind11 import RCLError
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 
@@ -32,6 +33,10 @@ def run_node(make: Callable[[], Node], args: list[str] | None, on_exit: Callable
         rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except RCLError:
+        if rclpy.ok():
+            raise
+        # SIGTERM shut the context down while the executor was building its wait set: a normal stop
     finally:
         if on_exit is not None:
             on_exit(node)

@@ -59,16 +59,24 @@ def run_config(run_dir: Path) -> RunConfig:
     return load_config(path)
 
 
-def load_policy(run_dir: Path, obs_size: int) -> Any:
-    """The run's exported policy, checked against the env's observation size."""
+def load_policy(run_dir: Path, env: Any) -> Any:
+    """The run's exported policy, checked against ``env`` as ``deploy`` checks it: actuators, then the
+    observation layout field by field (a policy for another robot or task is one line naming the field).
+
+    :param run_dir: the run folder
+    :param env: the env the policy will drive (:class:`~embodied_ws.sim.env.RobotEnv` or a stand-in)
+    """
+    from embodied_ws.deploy.control import check_actuators, check_layout
     from embodied_ws.deploy.policy import ExportedPolicy
 
     policy = ExportedPolicy(run_dir / "policy")
+    where = str(run_dir / "policy" / "policy.json")
+    core = env.core
+    check_actuators(policy.meta, list(core.robot.actuator_names), core.robot.name, where)
+    check_layout(policy.meta, core, env.cfg, where)
+    obs_size = env.observation_space.shape[0]
     if policy.obs_size != obs_size:
-        raise UserError(
-            f"policy expects {policy.obs_size} observations, the env gives {obs_size}: another robot or task?",
-            str(run_dir / "policy" / "policy.json"),
-        )
+        raise UserError(f"policy expects {policy.obs_size} observations, the env gives {obs_size}", where)
     return policy
 
 
@@ -100,7 +108,7 @@ def evaluate_on_plant(run_dir: Path, plant: Plant, episodes: int = 50, seed: int
 
     cfg = run_config(run_dir)
     env = StandInEnv(cfg, plant, seed=seed)
-    policy = load_policy(run_dir, env.observation_space.shape[0])
+    policy = load_policy(run_dir, env)
     side = rollout(env, policy, episodes, seed, "stand-in")
     return {"run": str(run_dir), "plant": plant.source, **side.metrics()}
 
@@ -113,7 +121,7 @@ def gap_on_plant(run_dir: Path, plant: Plant, out: Path, episodes: int = 50, see
     cfg = run_config(run_dir)
     sim_env = RobotEnv(cfg, DRSpec(enabled=False), seed=seed)
     real_env = StandInEnv(cfg, plant, seed=seed)
-    policy = load_policy(run_dir, sim_env.observation_space.shape[0])
+    policy = load_policy(run_dir, sim_env)
     sim = rollout(sim_env, policy, episodes, seed, "sim (nominal)")
     real = rollout(real_env, policy, episodes, seed, f"stand-in ({Path(plant.source).name})")
     names = list(sim_env.core.robot.joint_names)
@@ -123,46 +131,64 @@ def gap_on_plant(run_dir: Path, plant: Plant, out: Path, episodes: int = 50, see
 def gap_on_bag(run_dir: Path, bag: Path, out: Path, sim_plant: Plant | None = None) -> dict[str, Any]:
     """A recorded deployment vs its commands replayed open loop in the simulator; writes the report."""
     from embodied_ws.data.bag import read_float_arrays
+    from embodied_ws.deploy.limits import position_servos
     from embodied_ws.sim.core import build_robot
+    from embodied_ws.sim.tasks import TASKS
     from embodied_ws.sysid.replay import load_recording
 
     cfg = run_config(run_dir)
     robot = build_robot(cfg)
     rec = load_recording(bag, robot)
     task = read_float_arrays(bag, "/embodied/task")
-    model = robot.model.__copy__()
-    if sim_plant is not None:
-        model = _plant_model(robot, sim_plant)
+    if task.data.shape[0] == 0:
+        raise UserError("no /embodied/task messages in the bag: record them too (embodied-ws record does)", str(bag))
+    model = _plant_model(robot, sim_plant) if sim_plant is not None else robot.model.__copy__()
     latency = sim_plant.action_latency if sim_plant else 0
-    starts = _episode_starts(rec, task)
-    u = np.clip(rec.applied(latency, rec.q[0]), robot.ctrl_low, robot.ctrl_high)
-    from embodied_ws.sim.tasks import TASKS
-
     task_impl = TASKS.get(cfg.env.task, "env.task")(robot, cfg.task)
+    servo = position_servos(robot.model)
     sim, real = Side("sim (replayed commands)"), Side("recorded robot")
     data = mujoco.MjData(model)
     fs = max(1, round(rec.control_dt / robot.model.opt.timestep))
-    bounds = [*starts, rec.n]
-    for e, (s, end) in enumerate(itertools.pairwise(bounds)):
-        if end - s < 2:
-            continue
-        goal = task.data[min(e, len(task.data) - 1)]
+    for s, end, k in _episodes(rec, task):
+        u = _episode_commands(rec, s, end, latency, np.where(servo, rec.q[s], 0.0))
+        u = np.clip(u, robot.ctrl_low, robot.ctrl_high)
         mujoco.mj_resetData(model, data)
         data.qpos[robot.qpos_idx], data.qvel[robot.qvel_idx] = rec.q[s], rec.v[s]
         qs = [rec.q[s].copy()]
-        for i in range(s + 1, end):
+        for i in range(1, end - s):
             data.ctrl[:] = u[i]
             mujoco.mj_step(model, data, nstep=fs)
             qs.append(data.qpos[robot.qpos_idx].copy())
+        applied = np.vstack([u[1:], u[-1:]])  # row t: the command of the period ending at state t + 1
         for side, q in ((sim, np.array(qs)), (real, rec.q[s:end])):
             side.q.append(q)
-            side.ctrl.append(u[s:end])
-            ok, dist = _final_success(robot, task_impl, q[-1], goal, cfg)
+            side.ctrl.append(applied)
+            ok, dist = _final_success(robot, task_impl, q[-1], task.data[k], cfg)
             side.success.append(ok)
             if dist is not None:
                 side.final_distance.append(dist)
     info = {"run": str(run_dir), "bag": str(bag), "mode": "open-loop replay of recorded commands"}
     return write_report(out, sim, real, list(robot.joint_names), info)
+
+
+def _episode_commands(rec: Any, s: int, end: int, latency: int, hold: np.ndarray) -> np.ndarray:
+    """``(end - s, nu)``: the command applied in each period of the episode of states ``s .. end - 1``.
+
+    Row ``i`` is the period ending at state ``s + i`` (row 0 is unused: the start state). When the
+    episode began with a simulator reset (the state stamps start over), the robot dropped the
+    commands it held and started from ``hold`` (its measured pose), so commands received before
+    state ``s`` never act in this episode; elsewhere (a new target on a running robot) they do.
+    """
+    j = np.arange(s, end) - latency
+    idx = np.where(j >= 0, rec.cmd_index[np.maximum(j, 0)], -1)
+    if _is_reset(rec, s):
+        idx = np.where((j >= s) & (idx > rec.cmd_index[s]), idx, -1)
+    return np.where((idx >= 0)[:, None], rec.commands[np.maximum(idx, 0)], hold[None, :])
+
+
+def _is_reset(rec: Any, s: int) -> bool:
+    """Whether the state stream restarted at state ``s`` (its stamp went back: a simulator reset)."""
+    return rec.stamp is not None and 0 < s < len(rec.stamp) and rec.stamp[s] < rec.stamp[s - 1]
 
 
 def _plant_model(robot: Any, plant: Plant) -> mujoco.MjModel:
@@ -171,11 +197,31 @@ def _plant_model(robot: Any, plant: Plant) -> mujoco.MjModel:
     return model
 
 
-def _episode_starts(rec: Any, task: Any) -> list[int]:
-    """State indices where episodes begin (each /embodied/task message); one episode without any."""
-    if task.data.shape[0] == 0:
-        return [0]
-    return sorted({0, *[int(i) for i in np.searchsorted(rec.t + rec.t0, task.log_t) if 0 < i < rec.n]})
+def _episodes(rec: Any, task: Any) -> list[tuple[int, int, int]]:
+    """``(start, end, task message)`` of every episode in a recording (states ``start .. end - 1``).
+
+    An episode begins with a new ``/embodied/task`` message or a simulator reset (the state stamps
+    start over). The task and state topics reach the recorder in either order, so a message within
+    two states of a reset belongs to that reset. Episodes shorter than two states, or begun before
+    the recording with no known target, are left out.
+    """
+    t_abs = rec.t0 + rec.t
+    resets = np.flatnonzero(np.diff(rec.stamp) < 0) + 1 if rec.stamp is not None else np.zeros(0, dtype=np.int64)
+    goal_at: dict[int, int] = {}
+    for m, i in enumerate(np.searchsorted(t_abs, task.log_t)):
+        near = resets[np.abs(resets - i) <= 2]
+        start = int(near[np.argmin(np.abs(near - i))]) if near.size else int(i)
+        if start < rec.n:
+            goal_at[start] = m  # a later message for the same start wins
+    out = []
+    for start, end in itertools.pairwise([*sorted({0, *goal_at, *(int(r) for r in resets)}), rec.n]):
+        m = goal_at.get(start)
+        if m is None:  # a reset without its message in the bag, or the recording's start: the last target
+            before = np.flatnonzero(task.log_t <= t_abs[start])
+            m = int(before[-1]) if before.size else None
+        if m is not None and end - start >= 2:
+            out.append((start, end, m))
+    return out
 
 
 def _final_success(robot: Any, task: Any, q: np.ndarray, goal: np.ndarray, cfg: RunConfig) -> tuple[bool, float | None]:
@@ -211,7 +257,7 @@ def write_report(out: Path, sim: Side, real: Side, joints: list[str], info: dict
     rows = [
         ("episodes", "episodes", "{:d}"),
         ("success rate", "success_rate", "{:.2f}"),
-        ("tracking error |command − joint| (rad)", "tracking_error_rad", "{:.4f}"),
+        ("tracking error: mean abs(command − joint) (rad)", "tracking_error_rad", "{:.4f}"),
         ("final distance to target (m)", "mean_final_distance_m", "{:.4f}"),
     ]
     lines = [

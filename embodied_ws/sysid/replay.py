@@ -40,6 +40,7 @@ class Recording:
     :param control_dt: the robot's control period (median state interval, s)
     :param source: where it came from (for messages)
     :param t0: receive time of the first state (s, bag clock; ``t`` is relative to it)
+    :param stamp: the states' own stamps (robot or sim clock; a simulator reset starts them over)
     """
 
     joint_names: list[str]
@@ -52,6 +53,7 @@ class Recording:
     control_dt: float
     source: str = ""
     t0: float = 0.0
+    stamp: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -85,7 +87,8 @@ def load_recording(bag: str | Path, robot: Robot, guard_s: float = 0.001) -> Rec
     missing = [j for j in robot.joint_names if j not in states.names]
     if missing:
         raise UserError(
-            f"bag joints {states.names} are not robot {robot.name!r}'s (missing {missing}); wrong --robot?", str(bag)
+            f"bag joints {states.names} are not robot {robot.name!r}'s (missing {missing}): a bag of another robot?",
+            str(bag),
         )
     cols = [states.names.index(j) for j in robot.joint_names]
     topic = command_topic(info)
@@ -94,7 +97,8 @@ def load_recording(bag: str | Path, robot: Robot, guard_s: float = 0.001) -> Rec
         raise UserError(f"no messages on {topic} in the bag", str(bag))
     if cmds.data.shape[1] != robot.nu:
         raise UserError(
-            f"commands have {cmds.data.shape[1]} values, robot {robot.name!r} has {robot.nu} actuators; wrong --robot?",
+            f"commands have {cmds.data.shape[1]} values, robot {robot.name!r} has {robot.nu} actuators: "
+            "a bag of another robot?",
             str(bag),
         )
     t = states.log_t
@@ -107,7 +111,9 @@ def load_recording(bag: str | Path, robot: Robot, guard_s: float = 0.001) -> Rec
     cmd_index = np.searchsorted(cmds.log_t, t - guard_s, side="left") - 1
     stamps = states.stamp[keep]
     dt = float(np.median(np.diff(stamps))) if np.ptp(stamps) > 0 else float(np.median(np.diff(t)))
-    return Recording(list(robot.joint_names), t - t[0], q, v, eff, cmd_index, cmds.data, dt, str(bag), float(t[0]))
+    return Recording(
+        list(robot.joint_names), t - t[0], q, v, eff, cmd_index, cmds.data, dt, str(bag), float(t[0]), stamps
+    )
 
 
 def scaled_model(robot: Robot, scales: dict[str, float]) -> mujoco.MjModel:

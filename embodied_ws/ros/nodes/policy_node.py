@@ -36,7 +36,7 @@ from embodied_ws.config.schema import DeployConfig
 from embodied_ws.core.errors import UserError
 from embodied_ws.deploy.artifact import DeployTarget, resolve_target
 from embodied_ws.deploy.control import ControlCore
-from embodied_ws.deploy.rate import RateMeter
+from embodied_ws.deploy.rate import RateMeter, request_realtime
 from embodied_ws.ros import cdr, qos
 from embodied_ws.ros import conversions as conv
 from embodied_ws.ros.spin import run_node
@@ -138,12 +138,16 @@ class PolicyNode(LifecycleNode):
             self.create_timer(1.0 / core.rate_hz, self._tick),
             self.create_timer(1.0 / core.cfg.deploy.diagnostics_hz, self._report),
         ]
-        self.get_logger().info("active: soft start from the measured pose")
+        how = request_realtime(core.cfg.deploy.realtime_priority)  # this thread runs the loop's callbacks
+        if "refused" in how:
+            self.get_logger().warn(f"deploy.realtime_priority: {how}")
+        self.get_logger().info(f"active ({how}): soft start from the measured pose")
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         """Stop the loop: nothing more is published."""
         self._stop_timers()
+        request_realtime(0)
         self._report()
         return super().on_deactivate(state)
 
@@ -303,6 +307,7 @@ def run_deploy(core: ControlCore, duration_s: float = 0.0) -> dict[str, Any]:
     Spins until Ctrl-C or, when ``duration_s`` > 0, for that long; then deactivates and returns :func:`summary`.
     """
     import rclpy
+    from rclpy._rclpy_pybind11 import RCLError
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
     rclpy.init()
@@ -317,6 +322,9 @@ def run_deploy(core: ControlCore, duration_s: float = 0.0) -> dict[str, Any]:
             executor.spin_once(timeout_sec=0.05)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except RCLError:
+        if rclpy.ok():
+            raise  # a shutdown racing the executor's wait is a normal stop; anything else is not
     finally:
         out = summary(node) if node.core is not None else {}
         if node.core is not None:
