@@ -27,6 +27,7 @@ import numpy as np
 
 from embodied_ws.config.loader import load_config, load_dr
 from embodied_ws.rl.backends import make_vec_env
+from embodied_ws.rl.ray_vec import connect
 from embodied_ws.sim.vec_env import MujocoVecEnv
 
 
@@ -74,14 +75,7 @@ def main() -> None:
 
     import ray
 
-    ray.init(
-        address="local",
-        num_cpus=4,
-        object_store_memory=100 * 2**20,
-        include_dashboard=False,
-        log_to_driver=False,
-        configure_logging=False,
-    )
+    connect(None, num_cpus=4, object_store_mb=100)
     try:
         heavy_sets = [f"env.frame_skip={args.heavy_frame_skip}", "train.vec_env=ray", "train.ray.cpus_per_actor=1"]
         heavy = load_config("reach", heavy_sets)

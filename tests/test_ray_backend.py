@@ -12,6 +12,7 @@ from embodied_ws.config.loader import load_config, load_dr
 from embodied_ws.core.errors import UserError
 from embodied_ws.rl.backends import env_hooks, make_vec_env
 from embodied_ws.rl.checkpoint import latest_checkpoint, read_state
+from embodied_ws.rl.ray_vec import connect
 from embodied_ws.rl.run import TrainingRun
 from embodied_ws.sim.hooks import EnvHooks
 
@@ -51,14 +52,7 @@ def ray_cluster():  # type: ignore[no-untyped-def]
     ray = pytest.importorskip("ray")
     import psutil
 
-    ray.init(
-        address="local",
-        num_cpus=2,
-        object_store_memory=100 * 2**20,
-        include_dashboard=False,
-        log_to_driver=False,
-        configure_logging=False,
-    )
+    connect(None, num_cpus=2, object_store_mb=100)
     yield ray
     ray.shutdown()
     _, alive = psutil.wait_procs(_ray_processes(psutil), timeout=15)

@@ -92,11 +92,12 @@ def _ray() -> Any:
     return require("ray", "pip install 'ray[default]'")
 
 
-def connect(address: str | None, num_cpus: int | None = None) -> bool:
+def connect(address: str | None, num_cpus: int | None = None, object_store_mb: int | None = None) -> bool:
     """Join the Ray cluster at ``address`` (``auto``, ``host:port``, ``ray://...``), or start a local one.
 
     :param address: cluster address; empty/None starts a local cluster on this machine
     :param num_cpus: CPUs of a local cluster (None: all)
+    :param object_store_mb: object store of a local cluster in MiB (None: Ray's default, a share of RAM)
     :returns: True when this call started Ray (the caller shuts it down)
     """
     ray = _ray()
@@ -106,7 +107,8 @@ def connect(address: str | None, num_cpus: int | None = None) -> bool:
     if address:
         ray.init(address=address, **kwargs)
     else:  # "local": a new cluster even when RAY_ADDRESS or a `ray start` cluster on this machine exists
-        ray.init(address="local", num_cpus=num_cpus, **kwargs)
+        store = object_store_mb * 2**20 if object_store_mb else None
+        ray.init(address="local", num_cpus=num_cpus, object_store_memory=store, **kwargs)
     return True
 
 
