@@ -72,6 +72,8 @@ def resolve_target(path: str | Path, overrides: list[str] | None = None) -> Depl
     overrides = list(overrides or [])
     if run_dir is not None:
         cfg = load_config(run_dir / "config.yaml", overrides)
+    elif (policy_dir / "config.yaml").is_file():  # exported with the policy (robot paths absolute)
+        cfg = load_config(policy_dir / "config.yaml", overrides)
     else:
         cfg = load_config(None, _policy_config(meta, str(meta_path)) + overrides)
     if cfg.deploy.robot:

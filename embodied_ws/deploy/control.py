@@ -88,9 +88,15 @@ class ControlCore:
         cfg = target.config
         self.target, self.cfg, self.clock = target, cfg, clock
         self.policy = ExportedPolicy(target.policy_dir)
-        bare = load_robot(cfg.env.robot, need_ee=False)  # actuators first: the task may not even build on it
-        check_actuators(target.meta, bare.actuator_names, bare.name, target.meta_path)
-        robot = build_robot(cfg)
+        try:
+            robot = build_robot(cfg)  # as trained: grippers held, end effector sensor
+        except (UserError, ValueError):  # the task does not build on it: another robot? say which field differs
+            bare = load_robot(
+                cfg.env.robot, need_ee=False, robot_args=cfg.env.robot_args, package_paths=cfg.env.package_paths
+            )
+            check_actuators(target.meta, bare.actuator_names, bare.name, target.meta_path)
+            raise
+        check_actuators(target.meta, robot.actuator_names, robot.name, target.meta_path)
         try:
             self.env = EnvCore(cfg, DRSpec(enabled=False), 1, 0, robot=robot)
         except ValueError as exc:  # e.g. no reachable target on this robot

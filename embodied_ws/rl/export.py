@@ -2,7 +2,9 @@
 
 ``policy/policy.safetensors`` holds the actor MLP (``layers.<i>.weight/bias``) and the observation
 normalization (``obs_mean``, ``obs_var``); ``policy/policy.json`` holds everything a controller needs
-to use it: observation layout, action layout and mapping, joint names and limits, control rate.
+to use it: observation layout, action layout and mapping, joint names and limits, control rate;
+``policy/config.yaml`` is the run configuration (robot path, xacro arguments, package paths as absolute
+paths), so ``embodied-ws deploy`` can rebuild the env from the policy folder alone.
 """
 
 from __future__ import annotations
@@ -48,10 +50,26 @@ def actor_tensors(
     return tensors, meta
 
 
+def portable_config(cfg: Any) -> dict[str, Any]:
+    """The run configuration as a dict with the robot file and package folders made absolute.
+
+    :param cfg: run configuration
+    """
+    from embodied_ws.config.loader import to_dict
+
+    data = to_dict(cfg)
+    env = data["env"]
+    if Path(env["robot"]).expanduser().is_file():
+        env["robot"] = str(Path(env["robot"]).expanduser().resolve())
+    env["package_paths"] = [str(Path(p).expanduser().resolve()) for p in env.get("package_paths") or []]
+    return data
+
+
 def export_policy(out_dir: Path, model: Any, venv: Any, core: EnvCore) -> Path:
-    """Write ``policy.safetensors`` and ``policy.json`` atomically into ``out_dir``."""
+    """Write ``policy.safetensors``, ``policy.json`` and ``config.yaml`` atomically into ``out_dir``."""
     import json
 
+    import yaml
     from safetensors.numpy import save_file
     from stable_baselines3.common.vec_env import VecNormalize
 
@@ -87,6 +105,7 @@ def export_policy(out_dir: Path, model: Any, venv: Any, core: EnvCore) -> Path:
     def fill(tmp: Path) -> None:
         save_file(tensors, str(tmp / "policy.safetensors"))
         (tmp / "policy.json").write_text(json.dumps(meta, indent=2) + "\n")
+        (tmp / "config.yaml").write_text(yaml.safe_dump(portable_config(core.cfg), sort_keys=False))
 
     write_dir_atomic(out_dir, fill)
     return out_dir
