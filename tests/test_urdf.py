@@ -167,7 +167,42 @@ def test_action_scale_per_joint_from_velocity_limit_and_control_rate() -> None:
     expected = np.minimum(0.1, 2.0 * core.control_dt / half)  # the fixture's joints allow 2 rad/s
     assert np.allclose(core.delta_scale, expected)
     arm3 = EnvCore(load_config("reach"), load_dr("none"), 1, 0)
-    assert arm3.delta_scale == 0.1 and arm3.robot.ee_body == "ee"  # hand-written MJCF: unchanged
+    assert arm3.delta_scale == 0.1 and arm3.robot.ee_body == "ee"  # hand-written MJCF under the bound: unchanged
+
+
+LONG_ARM = """<mujoco><compiler angle="radian"/><worldbody><body name="l1">
+  <joint name="j1" axis="0 0 1" range="-3 3"/><geom type="capsule" fromto="0 0 0 0 0 0.5" size="0.03"/>
+  <body name="l2" pos="0 0 0.5"><joint name="j2" axis="0 1 0" range="-2.5 2.5"/>
+    <geom type="capsule" fromto="0 0 0 0.9 0 0" size="0.03"/>
+    <body name="l3" pos="0.9 0 0"><joint name="j3" axis="0 1 0" range="-2.5 2.5"/>
+      <geom type="capsule" fromto="0 0 0 0.8 0 0" size="0.03"/><site name="tool0" pos="0.8 0 0"/>
+</body></body></body></worldbody><actuator>
+  <position joint="j1" kp="500" ctrlrange="-3 3"/><position joint="j2" kp="500" ctrlrange="-2.5 2.5"/>
+  <position joint="j3" kp="300" ctrlrange="-2.5 2.5"/></actuator></mujoco>"""
+
+
+def test_mjcf_without_velocity_limits_bounds_the_commanded_end_effector_speed(tmp_path: Path) -> None:
+    """A long MJCF arm with wide ranges: one common factor brings Σ lever·step down to ee_speed_limit·dt."""
+    path = tmp_path / "long_arm.xml"
+    path.write_text(LONG_ARM)
+    cfg = load_config("reach", [f"env.robot={path}", "train.n_envs=1"])
+    core = EnvCore(cfg, load_dr("none"), 1, 0)
+    robot, half = core.robot, core.ctrl_half
+    # the lever arms are the end effector's displacement per radian (finite differences at home)
+    model, data = robot.model, mujoco.MjData(robot.model)
+    for k, (qi, lever) in enumerate(zip(robot.qpos_idx, robot.ee_lever, strict=True)):
+        ends = []
+        for dq in (-1e-6, 1e-6):
+            data.qpos[:] = robot.home_qpos
+            data.qpos[qi] += dq
+            mujoco.mj_forward(model, data)
+            ends.append(data.sensordata[robot.ee_sensor_idx].copy())
+        assert abs(np.linalg.norm(ends[1] - ends[0]) / 2e-6 - lever) < 1e-4, k
+    speed = float(np.sum(core.delta_scale * half * robot.ee_lever)) / core.control_dt
+    assert abs(speed - cfg.env.ee_speed_limit) < 1e-9
+    assert np.allclose(core.delta_scale, core.delta_scale[0]) and core.delta_scale[0] < 0.1  # one common factor
+    unbounded = EnvCore(load_config("reach", [f"env.robot={path}", "env.ee_speed_limit=0"]), load_dr("none"), 1, 0)
+    assert unbounded.delta_scale == 0.1
 
 
 def _one_line(proc, *fragments: str) -> None:
@@ -239,3 +274,17 @@ def test_training_saves_the_generated_mjcf_in_the_run_folder(cli, tmp_path: Path
     core = ControlCore(resolve_target(alone))
     meta = json.loads((alone / "policy.json").read_text())
     assert core.env.robot.actuator_names == meta["action"]["actuators"] and len(meta["joints"]["names"]) == 7
+
+
+def test_servo_without_ctrlrange_is_commanded_over_its_joint_range(tmp_path: Path) -> None:
+    """Menagerie-style MJCF (Kinova Gen3): position servos with no ctrlrange on limited and continuous joints."""
+    xml = LONG_ARM.replace(' ctrlrange="-3 3"', "").replace(
+        ' ctrlrange="-2.5 2.5"/>\n  <position joint="j3"', '/>\n  <position joint="j3"'
+    )
+    xml = xml.replace('joint name="j1" axis="0 0 1" range="-3 3"', 'joint name="j1" axis="0 0 1"')
+    xml = xml.replace("</actuator>", '<motor joint="j3" gear="1"/></actuator>')
+    path = tmp_path / "no_ctrlrange.xml"
+    path.write_text(xml)
+    robot = load_robot(str(path), need_ee=False)
+    assert np.allclose(robot.ctrl_low[:2], [-np.pi, -2.5]) and np.allclose(robot.ctrl_high[:2], [np.pi, 2.5])
+    assert robot.ctrl_low[3] == -1.0 and robot.ctrl_high[3] == 1.0  # a torque motor keeps [-1, 1]

@@ -43,7 +43,7 @@ def describe(robot: Any) -> dict[str, Any]:
                 "joint": robot.joint_names[a],
                 "kp": round(float(m.actuator_gainprm[a, 0]), 3),
                 "kv": round(float(-m.actuator_biasprm[a, 2]), 3),
-                "ctrlrange": [round(float(v), 4) for v in m.actuator_ctrlrange[a]],
+                "ctrlrange": [round(float(robot.ctrl_low[a]), 4), round(float(robot.ctrl_high[a]), 4)],
                 "forcerange": [round(float(v), 3) for v in m.actuator_forcerange[a]]
                 if m.actuator_forcelimited[a]
                 else None,

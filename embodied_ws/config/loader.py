@@ -193,6 +193,8 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(f"must be in [0, 0.5), got {cfg.task.target_joint_margin}", "task.target_joint_margin")
     if not 0.0 < cfg.env.delta_scale <= 2.0:
         raise ConfigError(f"must be in (0, 2], got {cfg.env.delta_scale}", "env.delta_scale")
+    if cfg.env.ee_speed_limit < 0:
+        raise ConfigError(f"must be >= 0 (0: no bound), got {cfg.env.ee_speed_limit}", "env.ee_speed_limit")
     if not 0.0 < cfg.ppo.gamma <= 1.0:
         raise ConfigError(f"must be in (0, 1], got {cfg.ppo.gamma}", "ppo.gamma")
     if cfg.train.target_success is not None and not 0.0 <= cfg.train.target_success <= 1.0:

@@ -28,6 +28,9 @@ class EnvConfig:
         or ``absolute`` (actions map linearly onto each control range)
     :param delta_scale: delta mode: largest set-point change per control step, as a fraction of the
         control range's half-width
+    :param ee_speed_limit: delta mode, for a model that states no joint velocity limits: the largest
+        end-effector speed (m/s) all arm joints together may command at the home pose,
+        ``Σ_j |J_j| · Δq_j / control period`` (``J_j``: the joint's end-effector Jacobian column); 0: no bound
     :param camera_obs: add an rgb image to the observation (single env only)
     :param camera: camera name for rendering and camera observations (first camera when empty)
     :param image_size: [height, width] of camera observations
@@ -42,6 +45,7 @@ class EnvConfig:
     episode_steps: int = 50
     action_mode: Literal["delta", "absolute"] = "delta"
     delta_scale: float = 0.1
+    ee_speed_limit: float = 5.5
     camera_obs: bool = False
     camera: str = ""
     image_size: list[int] = field(default_factory=lambda: [96, 96])

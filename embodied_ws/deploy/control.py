@@ -26,12 +26,13 @@ import numpy as np
 from embodied_ws.config.schema import RunConfig
 from embodied_ws.core.errors import ConfigError, UserError
 from embodied_ws.deploy.artifact import DeployTarget
-from embodied_ws.deploy.limits import command_limits, position_servos
+from embodied_ws.deploy.limits import command_limits
 from embodied_ws.deploy.policy import ExportedPolicy
 from embodied_ws.deploy.safety import SafetyEnvelope
 from embodied_ws.randomization.spec import DRSpec
 from embodied_ws.sim.core import EnvCore, build_robot
 from embodied_ws.sim.robot import load_robot
+from embodied_ws.sim.robot_defaults import position_servos
 
 
 def state_joints(model: mujoco.MjModel) -> list[int]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import mujoco
 import numpy as np
 
 from embodied_ws.config.loader import read_yaml
@@ -25,15 +24,9 @@ from embodied_ws.config.schema import DeployConfig
 from embodied_ws.core.errors import ConfigError
 from embodied_ws.deploy.safety import SafetyLimits
 from embodied_ws.sim.robot import Robot
+from embodied_ws.sim.robot_defaults import position_servos
 
 _JOINT_KEYS = ("lower", "upper", "max_velocity")
-
-
-def position_servos(model: mujoco.MjModel) -> np.ndarray:
-    """Which actuators are position servos (affine bias ``-kp · q``): their command is a joint position."""
-    return (model.actuator_biastype == mujoco.mjtBias.mjBIAS_AFFINE) & np.isclose(
-        model.actuator_biasprm[:, 1], -model.actuator_gainprm[:, 0]
-    )
 
 
 def read_limits_file(path: str, joint_names: list[str]) -> dict[str, dict[str, float]]:

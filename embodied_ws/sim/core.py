@@ -11,13 +11,13 @@ import copy
 import math
 from typing import Any
 
-import mujoco
 import numpy as np
 
 from embodied_ws.config.schema import RunConfig
 from embodied_ws.randomization.latency import DelayLine, NoiseSource, add_noise
 from embodied_ws.randomization.sampler import DRSampler
 from embodied_ws.randomization.spec import DRSpec
+from embodied_ws.sim import robot_defaults as rd
 from embodied_ws.sim.robot import Robot, load_robot
 from embodied_ws.sim.tasks import TASKS
 
@@ -42,15 +42,26 @@ def build_robot(cfg: RunConfig) -> Robot:
     )
 
 
-def joint_delta_scale(robot: Robot, delta_scale: float, control_dt: float, ctrl_half: np.ndarray) -> Any:
+def joint_delta_scale(
+    robot: Robot, delta_scale: float, control_dt: float, ctrl_half: np.ndarray, ee_speed_limit: float = 0.0
+) -> Any:
     """Delta mode: the largest set-point move per control step, per actuator, as a fraction of its
-    half range: ``delta_scale``, or less where the joint's velocity limit ``v`` allows only
-    ``v · control_dt`` per step (a scalar when no limit is known, as for hand-written MJCF)."""
+    half range (rules in :mod:`embodied_ws.sim.robot_defaults`): ``delta_scale``, or less where the
+    joint's velocity limit ``v`` allows only ``v · control_dt`` per step; for a model with no velocity
+    limit, ``delta_scale`` shrunk so that the joints together command at most ``ee_speed_limit`` m/s at
+    the end effector in the home pose. A scalar when no bound applies (as for a robot without end effector).
+    """
     v = robot.velocity_limit
-    if v is None or not np.isfinite(v).any():
+    if v is not None and np.isfinite(v).any():
+        cap = np.where(np.isfinite(v), v * control_dt / np.maximum(ctrl_half, 1e-9), np.inf)
+        return np.minimum(delta_scale, cap)
+    lever = robot.ee_lever
+    if not ee_speed_limit or lever is None or lever.shape != ctrl_half.shape:
         return delta_scale
-    cap = np.where(np.isfinite(v), v * control_dt / np.maximum(ctrl_half, 1e-9), np.inf)
-    return np.minimum(delta_scale, cap)
+    speed = float(np.sum(delta_scale * ctrl_half * lever)) / control_dt  # all joints at full step, m/s
+    if speed <= ee_speed_limit:
+        return delta_scale
+    return np.full(ctrl_half.shape, delta_scale * ee_speed_limit / speed)
 
 
 class EnvCore:
@@ -84,12 +95,12 @@ class EnvCore:
         self.ctrl_mid = (self.robot.ctrl_high + self.robot.ctrl_low) / 2.0
         self.ctrl_half = (self.robot.ctrl_high - self.robot.ctrl_low) / 2.0
         m = self.robot.model
-        self._servo = (m.actuator_biastype == mujoco.mjtBias.mjBIAS_AFFINE) & np.isclose(
-            m.actuator_biasprm[:, 1], -m.actuator_gainprm[:, 0]
-        )
+        self._servo = rd.position_servos(m)
         # delta mode: servo actuators integrate actions into set-points (kept in ``setpoint``, in [-1, 1])
         self._delta = self._servo & (cfg.env.action_mode == "delta")
-        self.delta_scale = joint_delta_scale(self.robot, cfg.env.delta_scale, self.control_dt, self.ctrl_half)
+        self.delta_scale = joint_delta_scale(
+            self.robot, cfg.env.delta_scale, self.control_dt, self.ctrl_half, cfg.env.ee_speed_limit
+        )
         self._any_delta, self._all_delta = bool(self._delta.any()), bool(self._delta.all())
         self.setpoint = np.zeros((n, nu))
         self.obs_dim = obs_dim + (nu if self._delta.any() else 0)

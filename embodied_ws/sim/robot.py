@@ -49,6 +49,8 @@ class Robot:
     physics_model: mujoco.MjModel | None = None
     #: velocity limit per actuator (NaN: unknown), from a URDF's ``<limit velocity>``
     velocity_limit: np.ndarray | None = None
+    #: lever arm of each actuated joint at the end effector in the home pose (m/rad), reach-like tasks only
+    ee_lever: np.ndarray | None = None
     #: joints held at their home value (grippers), not commanded by the policy
     held_joints: list[str] = field(default_factory=list)
     #: the generated MJCF text when the robot came from a URDF/xacro description
@@ -187,13 +189,18 @@ def load_robot(
     jrange[~limited] = [-np.pi, np.pi]
     crange = model.actuator_ctrlrange.copy()
     unlimited_ctrl = ~model.actuator_ctrllimited.astype(bool)
-    crange[unlimited_ctrl] = [-1.0, 1.0]
+    # an actuator without ctrlrange: a position servo is commanded over its joint's range, anything else [-1, 1]
+    servo = rd.position_servos(model)
+    crange[unlimited_ctrl & servo] = jrange[unlimited_ctrl & servo]
+    crange[unlimited_ctrl & ~servo] = [-1.0, 1.0]
 
     ee_idx = np.zeros(0, dtype=np.int64)
+    lever = None
     if need_ee:
         sid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SENSOR, EE_SENSOR)
         adr = int(model.sensor_adr[sid])
         ee_idx = np.arange(adr, adr + 3, dtype=np.int64)
+        lever = rd.ee_levers(model, _home_qpos(model), sid, qvel_idx)
 
     def names(obj: mujoco.mjtObj, ids: list[int] | range) -> list[str]:
         return [mujoco.mj_id2name(model, obj, i) or f"{obj.name}_{i}" for i in ids]
@@ -216,6 +223,7 @@ def load_robot(
         home_qpos=_home_qpos(model),
         physics_model=rd.physics_model(spec, model) if free_space else None,
         velocity_limit=rd.velocity_limits(model, joint_ids),
+        ee_lever=lever,
         held_joints=held,
         generated_mjcf=generated,
     )

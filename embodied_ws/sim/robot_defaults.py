@@ -6,7 +6,7 @@ Rules (each a function below, all deterministic):
   movable joints; stop at a branch point (a hand with several fingers) or before a joint named like a
   gripper joint (finger, gripper, jaw ...). The body reached is the *hand*, the last body with a
   joint on the way the *wrist*. The end effector is the best tool frame rigidly attached to the wrist
-  (bodies or sites named tcp, tool, ee, end_effector, grasp, attachment, flange, tip, in that order;
+  (bodies or sites named tcp, tool, ee, end_effector, grasp or pinch, attachment, flange, tip, in that order;
   the deepest of equal rank), else the hand itself — never a finger.
   The arm joints are the movable joints on the path from the world to the end effector.
 - **held joints**: movable joints that are not arm joints (fingers, grippers) are held at their home
@@ -23,6 +23,13 @@ Rules (each a function below, all deterministic):
   locks of held joints) are as stiff as the timestep allows (``solref`` time constant 2·timestep).
 - **action scale**: in ``delta`` mode the set-point of joint ``j`` moves at most
   ``v_j · control_dt`` per control step (``v_j`` = its velocity limit, when the model states one).
+  A model that states no velocity limit (a hand-written MJCF) instead gets one bound on the speed all
+  joints together can command at the end effector at the home pose: ``Σ_j |J_j| · Δq_j ≤
+  env.ee_speed_limit · control_dt`` (``|J_j|`` = the joint's lever arm, the norm of its column of the
+  end-effector position Jacobian); the per-joint steps shrink by one common factor when the sum is over.
+  The default 5.5 m/s is what arm3 has at ``delta_scale`` 0.1 (5.4 m/s) and about what URDF arms get
+  from their stated velocity limits (Panda 6.3, UR5 5.8 m/s): without it, a 7-DoF arm with ±2.9 rad
+  joints commands 16 m/s and learns fine positioning far slower.
 - **physics copies**: ``reach`` is free-space motion, so the per-env model copies (the ones domain
   randomization writes) carry no geoms, meshes or contacts: body inertias are made explicit first,
   so the dynamics are those of the full model, which renders.
@@ -38,7 +45,7 @@ import numpy as np
 _OBJ = mujoco.mjtObj
 MOVABLE = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
 GRIPPER_JOINT = re.compile(r"finger|gripper|jaw|claw|knuckle|thumb|grip", re.IGNORECASE)
-TOOL_NAMES = (r"tcp", r"tool", r"(^|_)ee($|_)|end_?effector|eef", r"grasp", r"attachment", r"flange", r"tip")
+TOOL_NAMES = (r"tcp", r"tool", r"(^|_)ee($|_)|end_?effector|eef", r"grasp|pinch", r"attachment", r"flange", r"tip")
 SERVO_HZ = 10.0
 VELOCITY_PREFIX = "velocity_limit:"
 
@@ -271,6 +278,29 @@ def hold_joints(spec: mujoco.MjSpec, model: mujoco.MjModel, keep: list[int], qpo
             if len(key.ctrl) == model.nu:
                 key.ctrl = [key.ctrl[a] for a in kept_ctrl]
     return held
+
+
+def position_servos(model: mujoco.MjModel) -> np.ndarray:
+    """Which actuators are position servos (affine bias ``-kp · q``): their command is a joint position."""
+    return (model.actuator_biastype == mujoco.mjtBias.mjBIAS_AFFINE) & np.isclose(
+        model.actuator_biasprm[:, 1], -model.actuator_gainprm[:, 0]
+    )
+
+
+def ee_levers(model: mujoco.MjModel, qpos: np.ndarray, ee_sensor: int, dofs: np.ndarray) -> np.ndarray:
+    """Lever arm (m per rad, or m per m for a slide) of each dof in ``dofs`` at the end effector in pose ``qpos``:
+    the norm of its column of the position Jacobian of the frame the ``ee_sensor`` (a framepos sensor) reads."""
+    data = mujoco.MjData(model)
+    data.qpos[:] = qpos
+    mujoco.mj_kinematics(model, data)
+    mujoco.mj_comPos(model, data)
+    jac = np.zeros((3, model.nv))
+    obj = int(model.sensor_objid[ee_sensor])
+    if int(model.sensor_objtype[ee_sensor]) == int(_OBJ.mjOBJ_SITE):
+        mujoco.mj_jacSite(model, data, jac, None, obj)
+    else:
+        mujoco.mj_jacBody(model, data, jac, None, obj)
+    return np.linalg.norm(jac[:, dofs], axis=0)
 
 
 def velocity_limits(model: mujoco.MjModel, joints: list[int]) -> np.ndarray:
