@@ -185,3 +185,24 @@ def test_foreign_mjcf_trains_by_path(cli, reacher_xml: str, tmp_path: Path) -> N
     assert proc.returncode == 0, proc.stderr
     meta = json.loads((tmp_path / "reacher" / "policy" / "policy.json").read_text())
     assert meta["ee_body"] == "fingertip" and meta["joints"]["names"] == ["joint0", "joint1"]
+
+
+def test_time_budget_ends_learning_annealed_and_resume_counts_the_time_spent(tmp_path: Path) -> None:
+    """``train.max_minutes``: learning ends on the clock (not the step budget), the learning rate has decayed to
+    0 with the time spent, the time spent is saved, and a resumed run does not get the budget again."""
+    from embodied_ws.rl.run import TrainingRun
+
+    sets = ["dr=none", "train.total_timesteps=10000000", "train.max_minutes=0.05", "train.eval_every=0"]
+    sets += ["train.checkpoint_every=0", "train.final_eval_episodes=0"]
+    cfg = load_config("reach", sets)
+    summary = train(cfg, "timed", tmp_path, progress=False)
+    assert summary["stopped"] == "time budget (0.05 min)" and 0 < summary["steps"] < 10_000_000
+    assert 3.0 <= summary["time"]["total_s"] < 30.0
+    state = read_state(latest_checkpoint(tmp_path / "timed" / "checkpoints"))
+    assert state["learn_seconds"] >= 3.0
+    with TrainingRun(cfg, "timed", tmp_path, resume=True, progress=False) as run:
+        schedule = run.model.learning_rate
+        assert schedule.time_fraction == 1.0 and schedule(1.0) == 0.0  # annealed by the clock, saved with the model
+        steps = run.model.num_timesteps
+        run.learn()
+        assert run.stopped.startswith("time budget") and run.model.num_timesteps - steps <= cfg.train.n_envs

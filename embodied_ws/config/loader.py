@@ -193,6 +193,8 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(f"must be in [0, 0.5), got {cfg.task.target_joint_margin}", "task.target_joint_margin")
     if not 0.0 < cfg.env.delta_scale <= 2.0:
         raise ConfigError(f"must be in (0, 2], got {cfg.env.delta_scale}", "env.delta_scale")
+    if cfg.train.max_minutes < 0:
+        raise ConfigError(f"must be >= 0 (0: no time budget), got {cfg.train.max_minutes}", "train.max_minutes")
     if cfg.env.ee_speed_limit < 0:
         raise ConfigError(f"must be >= 0 (0: no bound), got {cfg.env.ee_speed_limit}", "env.ee_speed_limit")
     if not 0.0 < cfg.ppo.gamma <= 1.0:

@@ -137,6 +137,9 @@ class TrainConfig:
     :param target_success: stop early once two evaluations in a row reach this success rate (None: never)
     :param final_eval_episodes: episodes of the final evaluation reported in the run summary
     :param curriculum_steps: env steps over which DR ranges widen from 0 to full (0: full from the start)
+    :param max_minutes: wall-clock budget of learning in minutes, across resumes (0: none); learning ends
+        at whichever budget is spent first, and ``ppo.lr_schedule: linear`` decays over whichever is spent
+        faster, so a run cut by time ends annealed
     :param ray: the Ray backend's cluster and actors (used with ``vec_env: ray``)
     """
 
@@ -152,6 +155,7 @@ class TrainConfig:
     target_success: float | None = 0.95
     final_eval_episodes: int = 256
     curriculum_steps: int = 0
+    max_minutes: float = 0.0
     ray: RayConfig = field(default_factory=RayConfig)
 
 

@@ -176,6 +176,37 @@ class EvalSuccess(_EveryNSteps):
         return row
 
 
+class TimeBudget(BaseCallback):
+    """Ends learning once ``train.max_minutes`` of learning (across resumes) are spent; keeps the run state's
+    ``learn_seconds`` current and tells a :class:`~embodied_ws.rl.ppo.LinearBudgetSchedule` the share spent.
+
+    :param seconds: the budget in seconds (0: none, only the clock is kept)
+    :param state: the run state (``learn_seconds`` before this process, updated as it runs)
+    """
+
+    def __init__(self, seconds: float, state: Any) -> None:
+        super().__init__()
+        self.seconds, self.state = seconds, state
+        self.reached = False
+        self._t0 = time.perf_counter()
+        self._before = 0.0
+
+    def _on_training_start(self) -> None:
+        self._t0, self._before = time.perf_counter(), self.state.learn_seconds
+
+    def _on_step(self) -> bool:
+        self.state.learn_seconds = self._before + time.perf_counter() - self._t0
+        if self.seconds and self.state.learn_seconds >= self.seconds:
+            self.reached = True
+            self._on_rollout_end()  # the saved schedule says the budget is spent
+        return not self.reached
+
+    def _on_rollout_end(self) -> None:
+        schedule = getattr(self.model, "learning_rate", None)
+        if self.seconds and hasattr(schedule, "time_fraction"):
+            schedule.time_fraction = min(1.0, self.state.learn_seconds / self.seconds)
+
+
 def curriculum_scale(curriculum_steps: int, num_timesteps: int) -> float:
     """DR scale after ``num_timesteps`` env steps: linear from 0 to 1 over ``curriculum_steps`` (0: always 1).
 

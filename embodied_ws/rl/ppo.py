@@ -22,6 +22,25 @@ def resolve_device(device: str, image_policy: bool = False) -> str:
     return choose_torch_device(device, image_policy)
 
 
+class LinearBudgetSchedule:
+    """Learning rate falling linearly to 0 over whichever budget is spent faster: env steps or wall-clock time.
+
+    SB3's ``LinearSchedule`` sees only the step progress it is called with; :class:`~embodied_ws.rl.callbacks.
+    TimeBudget` sets :attr:`time_fraction` (the share of ``train.max_minutes`` spent) at each rollout end, so a
+    run that its time budget ends has annealed too. A plain object with float attributes: it pickles with the model.
+
+    :param initial: learning rate at the start
+    """
+
+    def __init__(self, initial: float) -> None:
+        self.initial = initial
+        self.time_fraction = 0.0
+
+    def __call__(self, progress_remaining: float) -> float:
+        """Learning rate at ``progress_remaining`` (1 → 0 over the step budget, as SB3 passes it)."""
+        return self.initial * max(0.0, min(progress_remaining, 1.0 - self.time_fraction))
+
+
 def ppo_kwargs(cfg: RunConfig) -> dict[str, Any]:
     """PPO constructor arguments from the ``ppo`` section (shared with ``bench/train_throughput.py``).
 
@@ -30,9 +49,7 @@ def ppo_kwargs(cfg: RunConfig) -> dict[str, Any]:
     p = cfg.ppo
     lr: Any = p.learning_rate
     if p.lr_schedule == "linear":
-        from stable_baselines3.common.utils import LinearSchedule
-
-        lr = LinearSchedule(p.learning_rate, 0.0, 1.0)  # SB3 passes the remaining progress 1 → 0
+        lr = LinearBudgetSchedule(p.learning_rate)
     return {
         "learning_rate": lr,
         "n_steps": p.n_steps,

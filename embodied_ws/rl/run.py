@@ -47,12 +47,14 @@ class RunState:
     :param evals: periodic evaluations (``step``, ``success_rate``, ``mean_return``, ``episodes``)
     :param physics_resets: training episodes ended by a physics fault
     :param actor_restarts: Ray sampler actors replaced after they died (``train.vec_env: ray``)
+    :param learn_seconds: wall-clock seconds spent learning so far (what ``train.max_minutes`` counts)
     """
 
     episodes: list[tuple[int, float]] = field(default_factory=list)
     evals: list[dict[str, float]] = field(default_factory=list)
     physics_resets: int = 0
     actor_restarts: int = 0
+    learn_seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form (for ``state.json``)."""
@@ -61,6 +63,7 @@ class RunState:
             "evals": self.evals,
             "physics_resets": self.physics_resets,
             "actor_restarts": self.actor_restarts,
+            "learn_seconds": self.learn_seconds,
         }
 
     @classmethod
@@ -74,6 +77,7 @@ class RunState:
             [dict(e) for e in data.get("evals", [])],
             int(data.get("physics_resets", 0)),
             int(data.get("actor_restarts", 0)),
+            float(data.get("learn_seconds", 0.0)),
         )
 
 
@@ -104,6 +108,7 @@ class TrainingRun:
         self.save_seconds = 0.0
         self._restarts_before = 0  # sampler actors replaced before a resume (in the checkpoint's run state)
         self.timing: dict[str, float] = {}
+        self.stopped: str = ""  # why learning ended: step budget, time budget, target success, keyboard interrupt
         self._evals: cb.EvalSuccess | None = None
         self._stack = ExitStack()
 
@@ -217,8 +222,10 @@ class TrainingRun:
         bar = cb.RichProgress(cfg.total_timesteps, self.state, episodes, enabled=self.progress)
         envs_for_curriculum = [self.venv] + ([self.eval_env] if self.eval_env else [])
         times = cb.TimeBreakdown(self.timer)
+        budget = cb.TimeBudget(cfg.max_minutes * 60.0, self.state)
         callbacks = [
             times,
+            budget,
             cb.Curriculum(cfg.curriculum_steps, envs_for_curriculum),
             cb.CheckpointEvery(self.save, cfg.checkpoint_every),
             episodes,
@@ -246,6 +253,17 @@ class TrainingRun:
             ) from None
         finally:
             bar.close()
+        self.stopped = (
+            interrupted
+            or (budget.reached and f"time budget ({cfg.max_minutes:g} min)")
+            or (evals is not None and evals.reached and "target success")
+            or "step budget"
+        )
+        if budget.reached:
+            print(
+                f"time budget of {cfg.max_minutes:g} min spent at step {self.model.num_timesteps:,}: learning ends",
+                file=sys.stderr,
+            )
         self.timing = times.summary(
             int(self.model.num_timesteps) - start,
             {"eval": evals.seconds if evals else 0.0, "checkpoint": self.save_seconds},
@@ -283,6 +301,7 @@ class TrainingRun:
             "dr": bool(self.dr.enabled and self.dr.params),
             "steps": int(model.num_timesteps),
             "interrupted": interrupted,
+            "stopped": self.stopped or str(interrupted or ""),
             "final_success": final["success_rate"] if final else None,
             "final_eval": final,
             "target_success": cfg.train.target_success,
