@@ -1,0 +1,55 @@
+"""Public arm MJCFs (MuJoCo Menagerie, meshes removed; tests/fixtures/robots/menagerie) load with the defaults a new
+robot gets: the right end effector, grippers held, servos commanded over their joint ranges, the end-effector speed
+bound, a home pose the servos hold, and an env that passes gymnasium's and SB3's checkers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env as gym_check_env
+from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+from embodied_ws.config.loader import load_config, load_dr
+from embodied_ws.sim.env import RobotEnv
+
+ARMS = Path(__file__).resolve().parent / "fixtures" / "robots" / "menagerie"
+# file → (arm joints, end effector): read off each model by hand (the tool frame at the wrist, never a finger)
+EXPECTED = {
+    "panda": (7, "hand"),
+    "iiwa14": (7, "attachment_site"),
+    "gen3": (7, "pinch_site"),
+    "xarm7": (7, "link_tcp"),
+    "ur5e": (6, "attachment_site"),
+    "sawyer": (7, "attachment_site"),
+    "lite6": (6, "attachment_site"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_public_arm_gets_sensible_reach_defaults(name: str) -> None:
+    dof, ee = EXPECTED[name]
+    cfg = load_config("reach", [f"env.robot={ARMS / name}.xml", "task.init_noise=0"])
+    env = RobotEnv(cfg, load_dr("none"), seed=0)
+    robot, core = env.core.robot, env.core
+    assert robot.nu == dof and robot.ee_body == ee
+    assert not any("finger" in j or "driver" in j for j in robot.joint_names)  # grippers are held, not learned
+    q = robot.home_qpos[robot.qpos_idx]
+    assert np.all(q >= robot.joint_low - 1e-6) and np.all(q <= robot.joint_high + 1e-6)
+    assert np.all(q >= robot.ctrl_low - 1e-6) and np.all(q <= robot.ctrl_high + 1e-6)  # servos can hold home
+    step = np.broadcast_to(core.delta_scale, (dof,)) * core.ctrl_half  # rad per control step
+    assert float(np.sum(step * robot.ee_lever)) / core.control_dt <= cfg.env.ee_speed_limit + 1e-9
+    env.reset(seed=0)
+    ee0 = env.data.sensordata[robot.ee_sensor_idx].copy()
+    for _ in range(cfg.env.episode_steps):  # zero actions: the servos hold the home pose
+        env.step(np.zeros(env.action_space.shape, dtype=np.float32))
+    assert np.linalg.norm(env.data.sensordata[robot.ee_sensor_idx] - ee0) < 0.03
+    assert len(core.task.targets) > 1000  # reachable targets from the arm's own forward kinematics
+
+
+@pytest.mark.parametrize("name", ["panda", "gen3"])
+def test_public_arm_env_passes_gymnasium_and_sb3_checkers(name: str) -> None:
+    env = RobotEnv(load_config("reach", [f"env.robot={ARMS / name}.xml"]), load_dr("default"), seed=0)
+    gym_check_env(env, skip_render_check=True)
+    sb3_check_env(env)
