@@ -201,6 +201,8 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(f"must be in (0, 1], got {cfg.ppo.gamma}", "ppo.gamma")
     if cfg.train.target_success is not None and not 0.0 <= cfg.train.target_success <= 1.0:
         raise ConfigError(f"must be in [0, 1], got {cfg.train.target_success}", "train.target_success")
+    if cfg.train.confirm_success is not None and not 0.0 <= cfg.train.confirm_success <= 1.0:
+        raise ConfigError(f"must be in [0, 1], got {cfg.train.confirm_success}", "train.confirm_success")
     _validate_vla(cfg)
     for key in ("image_size", "render_size"):
         size = getattr(cfg.env, key)

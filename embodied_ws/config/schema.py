@@ -136,6 +136,9 @@ class TrainConfig:
     :param eval_episodes: episodes per evaluation
     :param target_success: stop early once two evaluations in a row reach this success rate (None: never)
     :param final_eval_episodes: episodes of the final evaluation reported in the run summary
+    :param confirm_success: before an early stop, a confirmation evaluation on ``final_eval_episodes`` fresh
+        episodes (full DR) must reach this success rate, else learning goes on (two 64-episode evaluations
+        that reach ``target_success`` can be a lucky moment of a policy that is worse on average); None: none
     :param curriculum_steps: env steps over which DR ranges widen from 0 to full (0: full from the start)
     :param max_minutes: wall-clock budget of learning in minutes, across resumes (0: none); learning ends
         at whichever budget is spent first, and ``ppo.lr_schedule: linear`` decays over whichever is spent
@@ -154,6 +157,7 @@ class TrainConfig:
     eval_episodes: int = 32
     target_success: float | None = 0.95
     final_eval_episodes: int = 256
+    confirm_success: float | None = None
     curriculum_steps: int = 0
     max_minutes: float = 0.0
     ray: RayConfig = field(default_factory=RayConfig)

@@ -125,6 +125,9 @@ class EvalSuccess(_EveryNSteps):
     :param target: success rate that ends training early (None: never)
     :param episodes: episodes per evaluation
     :param history: where results are appended (a training run passes its state's list; default a new one)
+    :param confirm: ``(success rate, episodes, make_env)``: before stopping, evaluate ``episodes`` fresh episodes
+        on ``make_env()`` (built once) and stop only if they reach the rate (None: no confirmation)
+    :param confirmations: where confirmation results are appended (default a new list)
     """
 
     def __init__(
@@ -134,10 +137,15 @@ class EvalSuccess(_EveryNSteps):
         target: float | None,
         episodes: int,
         history: list[dict[str, float]] | None = None,
+        confirm: tuple[float, int, Callable[[], Any]] | None = None,
+        confirmations: list[dict[str, float]] | None = None,
     ) -> None:
         super().__init__(every)
         self.eval_env, self.target, self.episodes = eval_env, target, episodes
         self.history = history if history is not None else []
+        self.confirm = confirm
+        self.confirmations = confirmations if confirmations is not None else []
+        self._confirm_env: Any = None
         self.seconds = 0.0
         self.reached = False
 
@@ -171,9 +179,21 @@ class EvalSuccess(_EveryNSteps):
             self.logger.record("eval/mean_return", ret)
             recent = [h["success_rate"] for h in self.history[-2:]]
             if self.target is not None and len(recent) == 2 and min(recent) >= self.target:
-                self.reached = True
+                self.reached = self._confirmed()
         self.seconds += time.perf_counter() - t
         return row
+
+    def _confirmed(self) -> bool:
+        """The confirmation evaluation on fresh episodes (when configured) agrees that the target is reached."""
+        if self.confirm is None:
+            return True
+        rate, episodes, make_env = self.confirm
+        if self._confirm_env is None:
+            self._confirm_env = make_env()
+        row = self.evaluate(self._confirm_env, episodes, record=False)
+        self.confirmations.append(row)
+        self.logger.record("eval/confirm_success_rate", row["success_rate"])
+        return row["success_rate"] >= rate
 
 
 class TimeBudget(BaseCallback):

@@ -113,6 +113,16 @@ def write_report(
         f"- final evaluation success: {_pct(summary.get('final_success'))}"
         f" over {(summary.get('final_eval') or {}).get('episodes', 0)} episodes with full DR"
         f" (training stops early after two evaluations in a row at {_pct(summary.get('target_success'))})",
+        f"- learning stopped by: {summary.get('stopped') or 'step budget'}"
+        + "".join(
+            f"; confirmation at step {c['step']:,}: {_pct(c['success_rate'])} of {c['episodes']} fresh episodes"
+            for c in (summary.get("confirmations") or [])[-3:]
+        )
+        + (
+            f" ({len(summary['confirmations'])} confirmations in all)"
+            if len(summary.get("confirmations") or []) > 3
+            else ""
+        ),
         f"- physics resets (NaN/instability, env reset and training went on): {summary['physics_resets']}",
         *_ray_lines(summary.get("ray")),
         "",

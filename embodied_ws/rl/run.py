@@ -48,6 +48,7 @@ class RunState:
     :param physics_resets: training episodes ended by a physics fault
     :param actor_restarts: Ray sampler actors replaced after they died (``train.vec_env: ray``)
     :param learn_seconds: wall-clock seconds spent learning so far (what ``train.max_minutes`` counts)
+    :param confirmations: confirmation evaluations before an early stop (``train.confirm_success``)
     """
 
     episodes: list[tuple[int, float]] = field(default_factory=list)
@@ -55,6 +56,7 @@ class RunState:
     physics_resets: int = 0
     actor_restarts: int = 0
     learn_seconds: float = 0.0
+    confirmations: list[dict[str, float]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form (for ``state.json``)."""
@@ -64,6 +66,7 @@ class RunState:
             "physics_resets": self.physics_resets,
             "actor_restarts": self.actor_restarts,
             "learn_seconds": self.learn_seconds,
+            "confirmations": self.confirmations,
         }
 
     @classmethod
@@ -78,6 +81,7 @@ class RunState:
             int(data.get("physics_resets", 0)),
             int(data.get("actor_restarts", 0)),
             float(data.get("learn_seconds", 0.0)),
+            [dict(e) for e in data.get("confirmations", [])],
         )
 
 
@@ -212,8 +216,25 @@ class TrainingRun:
         :raises EnvLost: the simulator stopped answering (a checkpoint is saved first; the message names it)
         """
         cfg = self.cfg.train
+        confirm = None
+        if cfg.confirm_success is not None and cfg.final_eval_episodes:
+
+            def confirm_env() -> Any:
+                venv = self.make_eval_env(cfg.final_eval_episodes, cfg.seed + 30_000)
+                env_hooks(venv).set_dr_scale(1.0)
+                return venv
+
+            confirm = (cfg.confirm_success, cfg.final_eval_episodes, confirm_env)
         evals = (
-            cb.EvalSuccess(self.eval_env, cfg.eval_every, cfg.target_success, cfg.eval_episodes, self.state.evals)
+            cb.EvalSuccess(
+                self.eval_env,
+                cfg.eval_every,
+                cfg.target_success,
+                cfg.eval_episodes,
+                self.state.evals,
+                confirm,
+                self.state.confirmations,
+            )
             if self.eval_env
             else None
         )
@@ -314,6 +335,7 @@ class TrainingRun:
                 getattr(self.venv.unwrapped, "nthread", os.cpu_count() or 1),
             ),
             "evals": self.state.evals,
+            "confirmations": self.state.confirmations,
             "config": to_dict(cfg),
         }
         if hasattr(inner, "stats"):  # the Ray backend: actors, their envs and CPUs, replacements
