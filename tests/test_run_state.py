@@ -111,7 +111,7 @@ def test_early_stop_waits_for_the_confirmation_on_fresh_episodes(tmp_path: Path,
     """Two periodic evaluations at the target trigger a confirmation on fresh episodes (full DR); learning stops
     only if it reaches ``train.confirm_success`` (an untrained policy reaches 0.0, never 1.0)."""
     sets = [s for s in SETS if not s.startswith(("train.target_success", "train.final_eval_episodes"))]
-    sets += ["train.target_success=0.0", f"train.confirm_success={confirm}", "train.final_eval_episodes=6"]
+    sets += ["train.target_success=0.0", f"train.confirm_success={confirm}", "train.confirm_episodes=6"]
     sets += ["train.total_timesteps=768"]
     with TrainingRun(load_config("reach", sets), "confirm", tmp_path, progress=False) as run:
         run.learn()

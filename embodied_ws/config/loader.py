@@ -170,6 +170,7 @@ _POSITIVE = {
     "env.episode_steps": lambda c: c.env.episode_steps,
     "train.n_envs": lambda c: c.train.n_envs,
     "train.total_timesteps": lambda c: c.train.total_timesteps,
+    "train.confirm_episodes": lambda c: c.train.confirm_episodes,
     "ppo.n_steps": lambda c: c.ppo.n_steps,
     "ppo.batch_size": lambda c: c.ppo.batch_size,
     "ppo.n_epochs": lambda c: c.ppo.n_epochs,

@@ -136,9 +136,11 @@ class TrainConfig:
     :param eval_episodes: episodes per evaluation
     :param target_success: stop early once two evaluations in a row reach this success rate (None: never)
     :param final_eval_episodes: episodes of the final evaluation reported in the run summary
-    :param confirm_success: before an early stop, a confirmation evaluation on ``final_eval_episodes`` fresh
+    :param confirm_success: before an early stop, a confirmation evaluation on ``confirm_episodes`` fresh
         episodes (full DR) must reach this success rate, else learning goes on (two 64-episode evaluations
         that reach ``target_success`` can be a lucky moment of a policy that is worse on average); None: none
+    :param confirm_episodes: episodes of each confirmation evaluation (1,024: ±0.8 points at 93 %, so
+        repeated confirmations rarely pass a worse policy by luck)
     :param curriculum_steps: env steps over which DR ranges widen from 0 to full (0: full from the start)
     :param max_minutes: wall-clock budget of learning in minutes, across resumes (0: none); learning ends
         at whichever budget is spent first, and ``ppo.lr_schedule: linear`` decays over whichever is spent
@@ -158,6 +160,7 @@ class TrainConfig:
     target_success: float | None = 0.95
     final_eval_episodes: int = 256
     confirm_success: float | None = None
+    confirm_episodes: int = 1024
     curriculum_steps: int = 0
     max_minutes: float = 0.0
     ray: RayConfig = field(default_factory=RayConfig)

@@ -217,14 +217,14 @@ class TrainingRun:
         """
         cfg = self.cfg.train
         confirm = None
-        if cfg.confirm_success is not None and cfg.final_eval_episodes:
+        if cfg.confirm_success is not None:
 
             def confirm_env() -> Any:
-                venv = self.make_eval_env(cfg.final_eval_episodes, cfg.seed + 30_000)
+                venv = self.make_eval_env(cfg.confirm_episodes, cfg.seed + 30_000)
                 env_hooks(venv).set_dr_scale(1.0)
                 return venv
 
-            confirm = (cfg.confirm_success, cfg.final_eval_episodes, confirm_env)
+            confirm = (cfg.confirm_success, cfg.confirm_episodes, confirm_env)
         evals = (
             cb.EvalSuccess(
                 self.eval_env,
