@@ -48,8 +48,8 @@ def joint_delta_scale(
     """Delta mode: the largest set-point move per control step, per actuator, as a fraction of its
     half range (rules in :mod:`embodied_ws.sim.robot_defaults`): ``delta_scale``, or less where the
     joint's velocity limit ``v`` allows only ``v · control_dt`` per step; for a model with no velocity
-    limit, one shared joint speed cap (:func:`shared_speed_steps`) so that the joints together command at
-    most ``ee_speed_limit`` m/s at the end effector in the home pose. A scalar when no bound applies.
+    limit, ``delta_scale`` shrunk by one common factor so that the joints together command at most
+    ``ee_speed_limit`` m/s at the end effector in the home pose. A scalar when no bound applies.
     """
     v = robot.velocity_limit
     if v is not None and np.isfinite(v).any():
@@ -58,32 +58,10 @@ def joint_delta_scale(
     lever = robot.ee_lever
     if not ee_speed_limit or lever is None or lever.shape != ctrl_half.shape:
         return delta_scale
-    step = delta_scale * ctrl_half  # per-joint step from the ranges, rad (or m) per control step
-    budget = ee_speed_limit * control_dt  # metres the end effector may move per step, all joints together
-    if float(np.sum(step * lever)) <= budget:
+    speed = float(np.sum(delta_scale * ctrl_half * lever)) / control_dt  # all joints at full step, m/s
+    if speed <= ee_speed_limit:
         return delta_scale
-    return shared_speed_steps(step, lever, budget) / np.maximum(ctrl_half, 1e-9)
-
-
-def shared_speed_steps(step: np.ndarray, lever: np.ndarray, budget: float) -> np.ndarray:
-    """Per-joint steps ``min(step_j, c)`` with one common cap ``c`` such that ``Σ_j min(step_j, c)·lever_j = budget``.
-
-    The joints without a velocity limit share one (like a real arm's, which are alike across its big joints);
-    a joint whose range allows less keeps its own. Water-filling over the joints sorted by step.
-
-    :param step: the steps the joint ranges allow
-    :param lever: each joint's lever arm at the end effector
-    :param budget: the end-effector move per step all joints together may command (< ``Σ step·lever``)
-    """
-    order = np.argsort(step)
-    spent, rest = 0.0, float(np.sum(lever))
-    for j in order:
-        cap = (budget - spent) / rest if rest > 0 else np.inf
-        if step[j] >= cap:
-            return np.minimum(step, cap)
-        spent += float(step[j] * lever[j])
-        rest -= float(lever[j])
-    return step.copy()
+    return np.full(ctrl_half.shape, delta_scale * ee_speed_limit / speed)
 
 
 class EnvCore:
