@@ -218,10 +218,13 @@ class TimeBudget(BaseCallback):
         self.state.learn_seconds = self._before + time.perf_counter() - self._t0
         if self.seconds and self.state.learn_seconds >= self.seconds:
             self.reached = True
-            self._on_rollout_end()  # the saved schedule says the budget is spent
+            self._tell_schedule()  # the saved schedule says the budget is spent
         return not self.reached
 
     def _on_rollout_end(self) -> None:
+        self._tell_schedule()
+
+    def _tell_schedule(self) -> None:
         schedule = getattr(self.model, "learning_rate", None)
         if self.seconds and hasattr(schedule, "time_fraction"):
             schedule.time_fraction = min(1.0, self.state.learn_seconds / self.seconds)
