@@ -29,8 +29,8 @@ Rules (each a function below, all deterministic):
   end-effector position Jacobian); the per-joint steps shrink by one common factor when the sum is over.
   (Measured alternative: one joint-speed cap shared by all joints, which matches datasheet velocity limits
   better, learned slower on the Menagerie Panda: 0.75 vs 0.85 evaluation success after 1.4 M steps.)
-  The default 5.5 m/s is what arm3 has at ``delta_scale`` 0.1 (5.4 m/s) and about what URDF arms get
-  from their stated velocity limits (Panda 6.3, UR5 5.8 m/s): without it, a 7-DoF arm with ±2.9 rad
+  The default 5.5 m/s is what arm3 has at ``delta_scale`` 0.1 (5.4 m/s), within what URDF arms get
+  from their stated velocity limits (Panda 6.3, UR5 6.8, xArm7 7.1 m/s): without it, a 7-DoF arm with ±2.9 rad
   joints commands 16 m/s and learns fine positioning far slower.
 - **physics copies**: ``reach`` is free-space motion, so the per-env model copies (the ones domain
   randomization writes) carry no geoms, meshes or contacts: body inertias are made explicit first,
