@@ -90,6 +90,22 @@ def test_registered_backend_steps_batches_and_implements_env_hooks(ray_cluster) 
     assert ray_cluster.is_initialized(), "a backend that joined a running cluster leaves it running"
 
 
+def _wait_dead(ray, actor, timeout_s: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    """Block until calls to ``actor`` fail (a killed actor can still answer for a moment)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.__ray_ready__.remote(), timeout=5)
+        except ray.exceptions.RayActorError:
+            return
+        except ray.exceptions.GetTimeoutError:
+            continue
+        time.sleep(0.05)
+    raise AssertionError("the killed actor still answers")
+
+
 def test_actor_found_dead_outside_a_step_is_replaced_and_its_episodes_end(ray_cluster) -> None:  # type: ignore[no-untyped-def]
     """An actor dead when the curriculum or a checkpoint calls (between rollouts) does not stop training."""
     cfg = _cfg("train.n_envs=2")
@@ -99,6 +115,7 @@ def test_actor_found_dead_outside_a_step_is_replaced_and_its_episodes_end(ray_cl
         venv.reset()
         before, _, _, _ = venv.step(np.zeros((2, nu)))
         ray_cluster.kill(venv.actors[1], no_restart=True)
+        _wait_dead(ray_cluster, venv.actors[1])  # ray.kill returns before the actor is gone
         venv.set_dr_scale(0.5)  # the curriculum at a rollout start
         assert venv.actor_restarts == 1 and venv.restart_events[0]["actor"] == 1
         state = venv.get_env_state()  # a checkpoint

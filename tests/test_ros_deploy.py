@@ -115,11 +115,16 @@ class Probe:
             self.ex.spin_once(timeout_sec=0.02)
         return True
 
-    def call(self, client: Any, request: Any, timeout: float = 30.0) -> Any:
+    def call(self, client: Any, request: Any, timeout: float = 30.0, resend: bool = False) -> Any:
+        """Call a service. ``resend`` (idempotent services only): re-send every 5 s, as a reply sent before DDS
+        matched our response reader is lost (``wait_for_service`` only says the request side is matched)."""
         assert client.wait_for_service(timeout_sec=timeout), client.srv_name
-        future = client.call_async(request)
-        assert self.wait(future.done, timeout), f"{client.srv_name} did not answer"
-        return future.result()
+        tries, wait_s = (max(1, int(timeout // 5)), 5.0) if resend else (1, timeout)
+        for _ in range(tries):
+            future = client.call_async(request)
+            if self.wait(future.done, wait_s):
+                return future.result()
+        raise AssertionError(f"{client.srv_name} did not answer")
 
     def transition(self, label: str) -> bool:
         from lifecycle_msgs.msg import Transition
@@ -131,7 +136,7 @@ class Probe:
         return bool(self.call(self.change, req).success)
 
     def lifecycle_state(self) -> str:
-        return self.call(self.get, self._types[1].Request()).current_state.label
+        return self.call(self.get, self._types[1].Request(), resend=True).current_state.label
 
     def estop(self, on: bool) -> float:
         self.estop_pub.publish(self._types[3](data=on))
@@ -139,7 +144,7 @@ class Probe:
 
     def reset_sim(self) -> None:
         self.goal = None
-        assert self.call(self.reset, self._types[2].Request()).success
+        assert self.call(self.reset, self._types[2].Request(), resend=True).success
         assert self.wait(lambda: self.goal is not None, 10)
 
     def close(self) -> None:
