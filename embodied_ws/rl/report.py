@@ -47,6 +47,17 @@ def _plot(path: Path, xs: list[float], ys: list[float], xlabel: str, ylabel: str
     plt.close(fig)
 
 
+def _stopped_line(summary: dict[str, Any]) -> str:
+    """Why learning ended, with the last three early-stop confirmations (``train.confirm_success``)."""
+    confirmations = summary.get("confirmations") or []
+    line = f"- learning stopped by: {summary.get('stopped') or 'step budget'}"
+    for c in confirmations[-3:]:
+        line += f"; confirmation at step {c['step']:,}: {_pct(c['success_rate'])} of {c['episodes']} fresh episodes"
+    if len(confirmations) > 3:
+        line += f" ({len(confirmations)} confirmations in all)"
+    return line
+
+
 def _ray_lines(ray: dict[str, Any] | None) -> list[str]:
     """Report lines of the Ray backend's samplers (none for other backends)."""
     if not ray:
@@ -113,16 +124,7 @@ def write_report(
         f"- final evaluation success: {_pct(summary.get('final_success'))}"
         f" over {(summary.get('final_eval') or {}).get('episodes', 0)} episodes with full DR"
         f" (training stops early after two evaluations in a row at {_pct(summary.get('target_success'))})",
-        f"- learning stopped by: {summary.get('stopped') or 'step budget'}"
-        + "".join(
-            f"; confirmation at step {c['step']:,}: {_pct(c['success_rate'])} of {c['episodes']} fresh episodes"
-            for c in (summary.get("confirmations") or [])[-3:]
-        )
-        + (
-            f" ({len(summary['confirmations'])} confirmations in all)"
-            if len(summary.get("confirmations") or []) > 3
-            else ""
-        ),
+        _stopped_line(summary),
         f"- physics resets (NaN/instability, env reset and training went on): {summary['physics_resets']}",
         *_ray_lines(summary.get("ray")),
         "",

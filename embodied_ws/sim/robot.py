@@ -194,13 +194,14 @@ def load_robot(
     crange[unlimited_ctrl & servo] = jrange[unlimited_ctrl & servo]
     crange[unlimited_ctrl & ~servo] = [-1.0, 1.0]
 
+    home = _home_qpos(model)
     ee_idx = np.zeros(0, dtype=np.int64)
     lever = None
     if need_ee:
         sid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SENSOR, EE_SENSOR)
         adr = int(model.sensor_adr[sid])
         ee_idx = np.arange(adr, adr + 3, dtype=np.int64)
-        lever = rd.ee_levers(model, _home_qpos(model), sid, qvel_idx)
+        lever = rd.ee_levers(model, home, sid, qvel_idx)
 
     def names(obj: mujoco.mjtObj, ids: list[int] | range) -> list[str]:
         return [mujoco.mj_id2name(model, obj, i) or f"{obj.name}_{i}" for i in ids]
@@ -220,7 +221,7 @@ def load_robot(
         ee_body=ee_name,
         ee_sensor_idx=ee_idx,
         camera_names=names(mujoco.mjtObj.mjOBJ_CAMERA, range(model.ncam)),
-        home_qpos=_home_qpos(model),
+        home_qpos=home,
         physics_model=rd.physics_model(spec, model) if free_space else None,
         velocity_limit=rd.velocity_limits(model, joint_ids),
         ee_lever=lever,
