@@ -14,6 +14,7 @@ peak RSS, 32 training envs + evaluation), ``env_steps_per_s``, and the same unde
 the two runs measured on the same machine in the same invocation.
 
     python bench/own_robot.py [--robot PATH] [--robot-arg NAME:=VALUE] [--package-path DIR] [--max-minutes 15]
+                              [--runs DIR]
 """
 
 from __future__ import annotations
@@ -66,7 +67,14 @@ def run(robot: str, extra: list[str], runs: Path, name: str, max_minutes: float,
         "peak_rss_mb": summary["hardware"]["peak_rss_mb"],
         "env_steps_per_s": round(t["env_steps_per_s"], 1),
         "interrupted": bool(summary["interrupted"]),
+        "episode_steps": _episode_steps(runs / name),
     }
+
+
+def _episode_steps(run_dir: Path) -> int:
+    import yaml
+
+    return int(yaml.safe_load((run_dir / "config.yaml").read_text())["env"]["episode_steps"])
 
 
 def _dof(run_dir: Path) -> int:
@@ -83,12 +91,14 @@ def main() -> None:
     ap.add_argument("--max-minutes", type=float, default=15.0, help="wall-clock budget per robot (default 15)")
     ap.add_argument("--set", action="append", default=[], help="extra --set for both runs (e.g. smoke tests)")
     ap.add_argument("--skip-arm3", action="store_true", help="only the robot (no peer run)")
+    ap.add_argument("--runs", help="keep the run folders here (default: a temporary folder, removed)")
     args = ap.parse_args()
     robot = args.robot or default_robot()
     extra = [a for v in args.robot_arg for a in ("--robot-arg", v)]
     extra += [a for v in args.package_path for a in ("--package-path", v)]
     with tempfile.TemporaryDirectory(prefix="own_robot_") as tmp:
-        runs = Path(tmp)
+        runs = Path(args.runs or tmp)
+        runs.mkdir(parents=True, exist_ok=True)
         out = run(robot, extra, runs, "own", args.max_minutes, args.set)
         out["robot_path"] = robot
         if not args.skip_arm3:

@@ -12,6 +12,9 @@ from gymnasium.utils.env_checker import check_env as gym_check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 from embodied_ws.config.loader import load_config, load_dr
+from embodied_ws.config.schema import RunConfig
+from embodied_ws.core.errors import ConfigError
+from embodied_ws.sim.core import EnvCore
 from embodied_ws.sim.env import RobotEnv
 
 ARMS = Path(__file__).resolve().parent / "fixtures" / "robots" / "menagerie"
@@ -42,7 +45,7 @@ def test_public_arm_gets_sensible_reach_defaults(name: str) -> None:
     assert float(np.sum(step * robot.ee_lever)) / core.control_dt <= cfg.env.ee_speed_limit + 1e-9
     env.reset(seed=0)
     ee0 = env.data.sensordata[robot.ee_sensor_idx].copy()
-    for _ in range(cfg.env.episode_steps):  # zero actions: the servos hold the home pose
+    for _ in range(core.episode_steps):  # zero actions: the servos hold the home pose
         env.step(np.zeros(env.action_space.shape, dtype=np.float32))
     assert np.linalg.norm(env.data.sensordata[robot.ee_sensor_idx] - ee0) < 0.03
     assert len(core.task.targets) > 1000  # reachable targets from the arm's own forward kinematics
@@ -53,3 +56,31 @@ def test_public_arm_env_passes_gymnasium_and_sb3_checkers(name: str) -> None:
     env = RobotEnv(load_config("reach", [f"env.robot={ARMS / name}.xml"]), load_dr("default"), seed=0)
     gym_check_env(env, skip_render_check=True)
     sb3_check_env(env)
+
+
+def _episode_core(robot: str, *sets: str) -> tuple[EnvCore, RunConfig]:
+    cfg = load_config("reach", [f"env.robot={robot}", "task.ee_body=", "task.init_noise=0", *sets])
+    return EnvCore(cfg, load_dr("none"), 1, 0), cfg
+
+
+def test_bigger_arms_get_episodes_long_enough_to_reach_their_targets() -> None:
+    seconds = {}
+    for robot in ["arm3", *(str(ARMS / f"{n}.xml") for n in ("lite6", "panda", "iiwa14"))]:
+        core, cfg = _episode_core(robot)
+        env = RobotEnv(cfg, load_dr("none"), seed=0)
+        env.reset(seed=0)
+        ee = env.data.sensordata[core.robot.ee_sensor_idx]  # the end effector at home, as an episode starts
+        far = np.percentile(np.linalg.norm(core.task.targets - ee, axis=1), 95)
+        steps_needed = far / cfg.task.approach_speed / core.control_dt
+        assert steps_needed <= core.episode_steps < max(steps_needed + 1, cfg.env.episode_steps + 1), robot
+        seconds[Path(robot).stem] = core.episode_steps * core.control_dt
+    assert seconds["arm3"] == seconds["lite6"] == 2.0  # small arms keep the preset's 2 s
+    assert 2.0 < seconds["panda"] < seconds["iiwa14"]  # the iiwa's targets lie farther from its home pose
+    core, _ = _episode_core(str(ARMS / "iiwa14.xml"), "task.approach_speed=0")
+    assert core.episode_steps == 50  # 0: episodes as configured
+
+
+def test_negative_approach_speed_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="must be >= 0") as err:
+        load_config("reach", ["task.approach_speed=-1"])
+    assert err.value.where == "task.approach_speed"

@@ -244,6 +244,7 @@ def test_robot_show_prints_the_robot_and_renders_its_home_pose(cli, tmp_path: Pa
         "kp=",
         "end effector: tool0",
         "held (not learned)",
+        "-step episodes (",
     ):
         assert fragment in out, out
     assert "mimic: finger_right_joint follows finger_left_joint" in out

@@ -115,6 +115,27 @@ def render_home(robot: Any, path: Path, size: tuple[int, int] = (480, 640)) -> N
     write_bytes_atomic(path, iio.imwrite("<bytes>", image, extension=".png"))
 
 
+def reach_defaults(robot: Any) -> dict[str, Any]:
+    """What the default ``reach`` preset makes of this robot: episode length and end-effector speed bound.
+
+    :param robot: a :class:`embodied_ws.sim.robot.Robot` loaded with an end-effector sensor
+    """
+    import numpy as np
+
+    from embodied_ws.config.loader import load_config, load_dr
+    from embodied_ws.sim.core import EnvCore
+
+    cfg = load_config("reach", [f"env.robot={robot.path}"])
+    core = EnvCore(cfg, load_dr("none"), 1, 0, robot=robot)
+    step = np.broadcast_to(core.delta_scale, (robot.nu,)) * core.ctrl_half
+    lever = robot.ee_lever
+    return {
+        "episode_steps": int(core.episode_steps),
+        "episode_seconds": round(core.episode_steps * core.control_dt, 2),
+        "ee_speed_bound_m_s": None if lever is None else round(float(np.sum(step * lever)) / core.control_dt, 2),
+    }
+
+
 def _cmd_robot(args: argparse.Namespace) -> int:
     from embodied_ws.core.atomic import write_bytes_atomic
     from embodied_ws.sim.robot import load_robot
@@ -122,6 +143,7 @@ def _cmd_robot(args: argparse.Namespace) -> int:
 
     robot = load_robot(args.path, args.ee_body or None, True, args.robot_arg, args.package_path)
     info = describe(robot)
+    info["reach_preset"] = reach_defaults(robot)
     out = Path(args.out)
     if is_description(args.path):
         _, notes = generate_mjcf(args.path, parse_args(args.robot_arg), args.package_path)
@@ -151,6 +173,11 @@ def _cmd_robot(args: argparse.Namespace) -> int:
         print(f"mimic: {c['follower']} follows {c['leader']}")
     print(f"end effector: {info['end_effector']}")
     print(f"home: {info['home']}")
+    r = info["reach_preset"]
+    print(
+        f"reach preset: {r['episode_steps']}-step episodes ({r['episode_seconds']} s), end effector at most "
+        f"{r['ee_speed_bound_m_s']} m/s at home"
+    )
     for n in info.get("notes", []):
         print(f"note: {n}")
     for key in ("generated_mjcf", "image"):

@@ -49,6 +49,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
             "choose another with --set task.ee_body=NAME)",
             file=sys.stderr,
         )
+    if core.episode_steps > cfg.env.episode_steps:
+        cfg.env.episode_steps = core.episode_steps  # recorded too: evaluation and resumes use the same length
+        print(
+            f"episodes: {core.episode_steps} steps ({core.episode_steps * core.control_dt:.1f} s), time to reach "
+            f"the 95th-percentile target at task.approach_speed {cfg.task.approach_speed} m/s",
+            file=sys.stderr,
+        )
     summary = train(cfg, args.name, Path(args.runs), resume=args.resume, progress=not args.json)
     brief = {k: summary[k] for k in ("name", "steps", "final_success", "physics_resets", "interrupted")}
     brief["env_steps_per_s"] = round(summary["time"]["env_steps_per_s"], 1)

@@ -64,7 +64,7 @@ def rollout(env: Any, actor: Any, seed: int, camera: str) -> tuple[list[dict[str
     robot = env.core.robot
     frames: list[dict[str, Any]] = []
     held, success = 0, False
-    for _ in range(env.cfg.env.episode_steps):
+    for _ in range(env.core.episode_steps):
         image = env.render()
         state = env.data.qpos[robot.qpos_idx].astype(np.float32)
         obs, _, term, trunc, info = env.step(actor.act(obs))

@@ -64,6 +64,11 @@ def joint_delta_scale(
     return np.full(ctrl_half.shape, delta_scale * ee_speed_limit / speed)
 
 
+def episode_length(configured: int, min_seconds: float, control_dt: float) -> int:
+    """Control steps per episode: ``env.episode_steps``, or more when the task needs ``min_seconds``."""
+    return max(configured, math.ceil(min_seconds / control_dt - 1e-9))
+
+
 class EnvCore:
     """DR, latency, noise, task observation/reward and episode bookkeeping for ``n`` envs.
 
@@ -88,9 +93,9 @@ class EnvCore:
         self.base_model = self.robot.model if visual or lean is None else lean
         self.models = [copy.copy(self.base_model) for _ in range(n)]
         self.visual = visual
-        self.episode_steps = cfg.env.episode_steps
         self.frame_skip = cfg.env.frame_skip
         self.control_dt = self.robot.control_dt * self.frame_skip
+        self.episode_steps = episode_length(cfg.env.episode_steps, self.task.min_episode_seconds(), self.control_dt)
         nu, obs_dim = self.robot.nu, self.task.obs_dim
         self.ctrl_mid = (self.robot.ctrl_high + self.robot.ctrl_low) / 2.0
         self.ctrl_half = (self.robot.ctrl_high - self.robot.ctrl_low) / 2.0

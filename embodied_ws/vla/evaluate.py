@@ -52,7 +52,7 @@ def evaluate_vla(
         runner.reset()
         instruction = instruction_of(env)
         info: dict[str, Any] = {}
-        for _ in range(cfg.env.episode_steps):
+        for _ in range(core.episode_steps):
             image = env.render()
             obs = {
                 "state": env.data.qpos[robot.qpos_idx],

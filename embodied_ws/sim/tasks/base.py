@@ -51,6 +51,10 @@ class Task(ABC):
     ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         """``(reward (n,), success (n,) bool, reward terms {name: (n,)})``."""
 
+    def min_episode_seconds(self) -> float:
+        """The shortest episode (s) in which the task can be done (0: no lower bound)."""
+        return 0.0
+
     def obs_names(self) -> list[str]:
         """Name of each observation entry (for the exported policy's layout)."""
         return [f"obs_{i}" for i in range(self.obs_dim)]

@@ -60,6 +60,20 @@ class PointReach(Task):
         self.targets = workspace_targets(robot, cfg.target_min_z, cfg.target_joint_margin)
         self._qi, self._vi, self._ei = (as_index(i) for i in (robot.qpos_idx, robot.qvel_idx, robot.ee_sensor_idx))
 
+    def target_distances(self) -> np.ndarray:
+        """Distance (m) from the end effector in the home pose to each workspace target."""
+        data = mujoco.MjData(self.robot.model)
+        data.qpos[:] = self.robot.home_qpos
+        mujoco.mj_forward(self.robot.model, data)
+        return np.linalg.norm(self.targets - data.sensordata[self.robot.ee_sensor_idx], axis=1)
+
+    @override
+    def min_episode_seconds(self) -> float:
+        """Time to cover the 95th-percentile home-to-target distance at ``task.approach_speed`` (0 when unset)."""
+        if self.cfg.approach_speed <= 0:
+            return 0.0
+        return float(np.percentile(self.target_distances(), 95)) / self.cfg.approach_speed
+
     @override
     def initial_qpos(self, rng: np.random.Generator) -> np.ndarray:
         q = self.robot.home_qpos.copy()
