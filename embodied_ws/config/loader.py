@@ -199,7 +199,8 @@ def validate(cfg: RunConfig) -> None:
     if cfg.env.ee_speed_limit < 0:
         raise ConfigError(f"must be >= 0 (0: no bound), got {cfg.env.ee_speed_limit}", "env.ee_speed_limit")
     if cfg.task.approach_speed < 0:
-        raise ConfigError(f"must be >= 0 (0: episodes as configured), got {cfg.task.approach_speed}", "task.approach_speed")
+        speed = cfg.task.approach_speed
+        raise ConfigError(f"must be >= 0 (0: episodes as configured), got {speed}", "task.approach_speed")
     if not 0.0 < cfg.ppo.gamma <= 1.0:
         raise ConfigError(f"must be in (0, 1], got {cfg.ppo.gamma}", "ppo.gamma")
     if cfg.train.target_success is not None and not 0.0 <= cfg.train.target_success <= 1.0:
