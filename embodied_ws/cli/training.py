@@ -53,7 +53,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         cfg.env.episode_steps = core.episode_steps  # recorded too: evaluation and resumes use the same length
         print(
             f"episodes: {core.episode_steps} steps ({core.episode_steps * core.control_dt:.1f} s), time to reach "
-            f"the 95th-percentile target at task.approach_speed {cfg.task.approach_speed} m/s",
+            f"the median target at task.approach_speed {cfg.task.approach_speed} m/s",
             file=sys.stderr,
         )
     summary = train(cfg, args.name, Path(args.runs), resume=args.resume, progress=not args.json)

@@ -68,9 +68,9 @@ class TaskConfig:
     :param success_bonus: reach: reward per step spent within the threshold
     :param precision_weight: reach: weight of ``exp(-(distance / success_threshold)²)``, a term
         whose slope is steep near the target, where the plain distance penalty gives little signal
-    :param approach_speed: reach: average end-effector speed (m/s) an episode must allow for: episodes are
-        lengthened beyond ``env.episode_steps`` until the 95th-percentile distance from the home pose's end
-        effector to a target is covered at this speed (a bigger arm gets longer episodes); 0: no lengthening
+    :param approach_speed: reach: mean end-effector speed (m/s) an episode must allow for: episodes are
+        lengthened beyond ``env.episode_steps`` until the median distance from the home pose's end effector
+        to a target is covered at this speed (a bigger arm gets longer episodes); 0: no lengthening
     """
 
     ee_body: str = ""

@@ -69,10 +69,10 @@ class PointReach(Task):
 
     @override
     def min_episode_seconds(self) -> float:
-        """Time to cover the 95th-percentile home-to-target distance at ``task.approach_speed`` (0 when unset)."""
+        """Time to cover the median home-to-target distance at ``task.approach_speed`` (0 when unset)."""
         if self.cfg.approach_speed <= 0:
             return 0.0
-        return float(np.percentile(self.target_distances(), 95)) / self.cfg.approach_speed
+        return float(np.median(self.target_distances())) / self.cfg.approach_speed
 
     @override
     def initial_qpos(self, rng: np.random.Generator) -> np.ndarray:
