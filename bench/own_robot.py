@@ -3,15 +3,16 @@
 Each robot trains with ``--config reach`` (the preset ``make train`` uses), nothing tuned per robot, in
 its own ``embodied-ws train`` process, under a wall-clock budget (``--max-minutes``, default 15): at the
 budget the trainer gets SIGINT, which ends learning, runs the final evaluation (256 episodes, full DR)
-and writes the report. A run that early-stops (two evaluations ≥ 95 %) ends sooner.
+and writes the report. A run that early-stops (two evaluations ≥ 95 %, confirmed at 93 % on 1,024 fresh
+episodes) ends sooner.
 
 Default robot: the Franka Panda URDF shipped in the ``example-robot-data`` wheel (7 arm joints, 2 finger
 joints one of which is a mimic joint, COLLADA visuals, STL collision meshes, ``package://`` paths). Public MJCF
 arms (MuJoCo Menagerie, meshes removed): ``--robot tests/fixtures/robots/menagerie/panda.xml`` (or iiwa14, gen3,
 xarm7, ur5e, sawyer, lite6). The preset's own budget (``train.max_minutes: 14``) ends learning first.
-Printed: ``robot``, ``dof``, ``steps``, ``minutes``, ``final_success``, ``peak_rss_mb`` (the trainer's
-peak RSS, 32 training envs + evaluation), ``env_steps_per_s``, and the same under ``arm3``; ratios compare
-the two runs measured on the same machine in the same invocation.
+Printed: ``robot``, ``dof``, ``episode_steps`` (the length the preset chose), ``steps``, ``minutes``,
+``final_success``, ``peak_rss_mb`` (the trainer's peak RSS, 32 training envs + evaluation), ``env_steps_per_s``,
+and the same under ``arm3``; ratios compare the two runs measured on the same machine in the same invocation.
 
     python bench/own_robot.py [--robot PATH] [--robot-arg NAME:=VALUE] [--package-path DIR] [--max-minutes 15]
                               [--runs DIR]
