@@ -47,7 +47,7 @@ def test_foreign_model_ee_autodetected(reacher_xml: str) -> None:
 
 
 def test_truncation_at_episode_steps() -> None:
-    env = RobotEnv(load_config("reach", ["env.episode_steps=7"]))
+    env = RobotEnv(load_config("reach", ["env.episode_steps=7", "task.approach_speed=0"]))
     env.reset(seed=0)
     flags = [env.step(env.action_space.sample())[3] for _ in range(7)]
     assert flags == [False] * 6 + [True]
