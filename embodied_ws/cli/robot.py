@@ -120,19 +120,18 @@ def reach_defaults(robot: Any) -> dict[str, Any]:
 
     :param robot: a :class:`embodied_ws.sim.robot.Robot` loaded with an end-effector sensor
     """
-    import numpy as np
-
     from embodied_ws.config.loader import load_config, load_dr
-    from embodied_ws.sim.core import EnvCore
+    from embodied_ws.sim.core import EnvCore, ee_speed
 
     cfg = load_config("reach", [f"env.robot={robot.path}"])
     core = EnvCore(cfg, load_dr("none"), 1, 0, robot=robot)
-    step = np.broadcast_to(core.delta_scale, (robot.nu,)) * core.ctrl_half
     lever = robot.ee_lever
     return {
         "episode_steps": int(core.episode_steps),
         "episode_seconds": round(core.episode_steps * core.control_dt, 2),
-        "ee_speed_bound_m_s": None if lever is None else round(float(np.sum(step * lever)) / core.control_dt, 2),
+        "ee_speed_bound_m_s": None
+        if lever is None
+        else round(ee_speed(core.delta_scale, core.ctrl_half, lever, core.control_dt), 2),
     }
 
 

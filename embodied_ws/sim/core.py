@@ -42,6 +42,11 @@ def build_robot(cfg: RunConfig) -> Robot:
     )
 
 
+def ee_speed(step: Any, ctrl_half: np.ndarray, lever: np.ndarray, control_dt: float) -> float:
+    """End-effector speed (m/s) at home when every joint moves its full delta step ``step · ctrl_half``."""
+    return float(np.sum(step * ctrl_half * lever)) / control_dt
+
+
 def joint_delta_scale(
     robot: Robot, delta_scale: float, control_dt: float, ctrl_half: np.ndarray, ee_speed_limit: float = 0.0
 ) -> Any:
@@ -58,7 +63,7 @@ def joint_delta_scale(
     lever = robot.ee_lever
     if not ee_speed_limit or lever is None or lever.shape != ctrl_half.shape:
         return delta_scale
-    speed = float(np.sum(delta_scale * ctrl_half * lever)) / control_dt  # all joints at full step, m/s
+    speed = ee_speed(delta_scale, ctrl_half, lever, control_dt)
     if speed <= ee_speed_limit:
         return delta_scale
     return np.full(ctrl_half.shape, delta_scale * ee_speed_limit / speed)
