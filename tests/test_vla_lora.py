@@ -42,30 +42,31 @@ def _chunk(model: Any, inputs: tuple[dict[str, Any], torch.Tensor, torch.Tensor]
         return model.predict_action_chunk(dict(batch), noise=noise)
 
 
+STEPS = 120  # 40 steps were too few: the loss on a fixed draw fell 0.57-1.36x across seeds (rose on some)
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("lora")
+    torch.manual_seed(0)  # backbone, policy and LoRA initialisation: the same model on every run
     cfg = tiny_config(tiny_backbone(tmp / "vlm"))
     parts = prepare(make_dataset(tmp / "ds"), cfg, tmp / "run", "cpu")
     model = parts["model"]
     base_before = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" not in n}
-    inputs = _fixed_inputs(parts)
-    loss_before = _loss(model, inputs)
-    # more fixed draws (other frames' noise); per-step training losses each draw their own noise and flow time,
-    # so comparing them is a coin toss on 40 steps, these are not
-    held_out = [_fixed_inputs(parts, seed) for seed in (1, 2, 3)]
+    # learning is judged on eight fixed draws (frames, flow-matching noise and time); the per-step training losses
+    # each draw their own noise and time, so comparing a few of them is a coin toss
+    held_out = [_fixed_inputs(parts, seed) for seed in range(8)]
     held_before = [_loss(model, x) for x in held_out]
     optim = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.vla.learning_rate)
     torch.manual_seed(1)
-    losses = train_steps(model, parts["pre"], parts["loader"], optim, 40)
+    losses = train_steps(model, parts["pre"], parts["loader"], optim, STEPS)
     model.save_pretrained(tmp / "adapter")
     parts["policy"].config.save_pretrained(tmp / "adapter")
     return {
         **parts,
         "tmp": tmp,
         "base_before": base_before,
-        "inputs": inputs,
-        "loss_before": loss_before,
+        "inputs": held_out[0],
         "held_out": held_out,
         "held_before": held_before,
         "losses": losses,
@@ -87,11 +88,13 @@ def test_base_weights_stay_bit_identical(trained: dict[str, Any]) -> None:
 
 
 def test_loss_falls(trained: dict[str, Any]) -> None:
-    after = _loss(trained["model"], trained["inputs"])
-    assert after < 0.9 * trained["loss_before"], (float(trained["loss_before"]), float(after))
-    held_after = [_loss(trained["model"], x) for x in trained["held_out"]]
-    assert sum(held_after) < sum(trained["held_before"]), (trained["held_before"], held_after)
-    assert len(trained["losses"]) == 40 and all(math.isfinite(loss) for loss in trained["losses"])
+    """Across 20 initialisations, 120 steps took the summed fixed-draw loss to 0.29-0.49 of its start, and no
+    single draw above 0.68 of its own start."""
+    before = trained["held_before"]
+    after = [_loss(trained["model"], x) for x in trained["held_out"]]
+    assert sum(after) < 0.7 * sum(before), (before, after)
+    assert all(a < b for a, b in zip(after, before, strict=True)), (before, after)
+    assert len(trained["losses"]) == STEPS and all(math.isfinite(loss) for loss in trained["losses"])
 
 
 def test_saved_adapter_reloads_to_identical_outputs(trained: dict[str, Any]) -> None:
