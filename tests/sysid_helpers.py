@@ -19,8 +19,22 @@ from embodied_ws.sim.robot import Robot
 from embodied_ws.sysid.excitation import Excitation, limit_setpoints
 
 
-def record_plant(robot: Robot, plant: Plant, duration: float, out: Path, frame_skip: int = 20, seed: int = 0) -> None:
-    """Simulate ``plant`` under the excitation for ``duration`` s and write /joint_states + commands to ``out``."""
+def record_plant(
+    robot: Robot,
+    plant: Plant,
+    duration: float,
+    out: Path,
+    frame_skip: int = 20,
+    seed: int = 0,
+    commands_from: float = 0.0,
+    task_every: float = 0.0,
+) -> None:
+    """Simulate ``plant`` under the excitation for ``duration`` s and write /joint_states + commands to ``out``.
+
+    :param commands_from: leave out the commands sent before this time (s), as a recorder that discovered the
+        command publisher late does; the robot still moved under them
+    :param task_every: also write an ``/embodied/task`` target (a new episode) every this many seconds (0: none)
+    """
     store = typestore()
     model = copy.copy(robot.model)
     plant.apply(model)
@@ -37,12 +51,19 @@ def record_plant(robot: Robot, plant: Plant, duration: float, out: Path, frame_s
     prev = start.copy()
     rng = np.random.default_rng(seed)
     ts = store.types
-    with BagWriter(
-        out, {"/joint_states": "sensor_msgs/msg/JointState", "/c/commands": "std_msgs/msg/Float64MultiArray"}
-    ) as w:
+    topics = {"/joint_states": "sensor_msgs/msg/JointState", "/c/commands": "std_msgs/msg/Float64MultiArray"}
+    if task_every:
+        topics["/embodied/task"] = "std_msgs/msg/Float64MultiArray"
+    per_task = round(task_every / dt) if task_every else 0
+    with BagWriter(out, topics) as w:
         for i in range(int(duration / dt)):
             t = i * dt
             log = 10**9 + int((t + rng.uniform(0, 0.002)) * 1e9)
+            if per_task and i % per_task == 0:
+                target = ts["std_msgs/msg/Float64MultiArray"](
+                    layout=ts["std_msgs/msg/MultiArrayLayout"](dim=[], data_offset=0), data=np.array([0.3, 0.0, 0.3])
+                )
+                w.write_message("/embodied/task", log - 1_000_000, target)
             stamp = ts["builtin_interfaces/msg/Time"](sec=int(t), nanosec=round((t % 1) * 1e9) % 10**9)
             msg = ts["sensor_msgs/msg/JointState"](
                 header=ts["std_msgs/msg/Header"](stamp=stamp, frame_id=""),
@@ -54,9 +75,9 @@ def record_plant(robot: Robot, plant: Plant, duration: float, out: Path, frame_s
             w.write_message("/joint_states", log, msg)
             prev = limit_setpoints(signal(t, start), prev, low, high, 0.5)
             layout = ts["std_msgs/msg/MultiArrayLayout"](dim=[], data_offset=0)
-            w.write_message(
-                "/c/commands", log + 2_000_000, ts["std_msgs/msg/Float64MultiArray"](layout=layout, data=prev.copy())
-            )
+            if t >= commands_from:
+                msg = ts["std_msgs/msg/Float64MultiArray"](layout=layout, data=prev.copy())
+                w.write_message("/c/commands", log + 2_000_000, msg)
             sent.append(prev.copy())
             data.ctrl[:] = sent[-1 - k]
             mujoco.mj_step(model, data, nstep=frame_skip)

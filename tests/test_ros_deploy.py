@@ -332,7 +332,9 @@ def test_a_recorded_deployment_on_a_stand_in_gives_a_gap_report(
             [sys.executable, "-m", "embodied_ws.cli", "record", "--out", str(bag), "--duration", "7", "--json"],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
-        assert probe.wait(lambda: _recorded(bag, "/joint_states") >= 10, 30)  # the recorder is up
+        # the recorder is up and has discovered both publishers (discovery can take seconds on a busy machine;
+        # the gap report leaves out episodes the recorder saw no commands for)
+        assert probe.wait(lambda: _recorded(bag, "/joint_states") >= 10 and _recorded(bag, COMMANDS) >= 10, 30)
         for _ in range(3):  # three episodes: each reset publishes a new /embodied/task
             probe.reset_sim()
             probe.spin(1.8)

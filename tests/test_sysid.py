@@ -89,10 +89,13 @@ def test_excitation_stays_inside_limits_and_saturates_the_servos() -> None:
 
 
 @pytest.mark.slow
-def test_fit_recovers_a_known_plant_from_an_in_process_recording(tmp_path: Path, cli) -> None:
+@pytest.mark.parametrize("commands_from", [0.0, 6.0], ids=["whole", "recorder-joined-late"])
+def test_fit_recovers_a_known_plant_from_an_in_process_recording(tmp_path: Path, cli, commands_from: float) -> None:
+    """The fit recovers the hidden plant; a recording whose first 6 s have states but no commands (the recorder
+    discovered the command topic late) is fitted from its first command on, not as 6 s of held commands."""
     robot = load_robot("arm3", need_ee=False)
     bag = tmp_path / "rec"
-    record_plant(robot, load_plant(HIDDEN), 30.0, bag)
+    record_plant(robot, load_plant(HIDDEN), 30.0 + commands_from, bag, commands_from=commands_from)
     proc = cli("sysid", "fit", str(bag), "--robot", "arm3", "--out", str(tmp_path / "fit"), "--json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
@@ -133,3 +136,27 @@ def test_eval_and_gap_on_a_plant_write_metrics_report_and_figures(cli, tmp_path:
     for row in report.splitlines():  # every table row has exactly the three columns
         if row.startswith("|"):
             assert row.count("|") == 4, row
+
+
+def test_gap_on_a_bag_leaves_out_episodes_the_recorder_saw_no_commands_for(cli, tmp_path: Path) -> None:
+    """A recorder that discovered the command topic 4 s late: the episodes begun before are left out (replaying a
+    hold there would report a made-up gap), the later ones are compared; a bag with no commands after its states
+    is one line."""
+    from deploy_helpers import untrained_run
+
+    run = untrained_run(tmp_path / "run")
+    robot = load_robot("arm3", need_ee=False)
+    bag = tmp_path / "late"
+    record_plant(robot, load_plant(HIDDEN), 10.0, bag, commands_from=4.0, task_every=2.0)
+    proc = cli(
+        "gap", str(run), "--real", str(bag), "--sim-plant", str(HIDDEN), "--out", str(tmp_path / "gap"), "--json"
+    )
+    assert proc.returncode == 0, proc.stderr
+    gap = json.loads(proc.stdout)
+    assert gap["real"]["episodes"] == 3 and gap["left_out"].startswith("2 episode(s)"), gap
+    assert gap["trajectory_rmse_rad"] < 0.01, gap  # the plant itself replays the kept episodes
+    assert "left_out" in (tmp_path / "gap" / "report.md").read_text()
+    none = tmp_path / "none"
+    record_plant(robot, load_plant(HIDDEN), 3.0, none, commands_from=2.5, task_every=2.0)
+    proc = cli("gap", str(run), "--real", str(none), "--out", str(tmp_path / "gap2"), "--json")
+    _assert_one_line_error(proc, str(none), "after the first recorded command")

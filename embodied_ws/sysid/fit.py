@@ -113,6 +113,7 @@ class Fitter:
         # rows scored: every state except segment starts (those equal the recording by construction)
         rows = np.ones(rec.n, dtype=bool)
         rows[self.replayer.starts] = False
+        rows[: rec.first_commanded] = False  # no command known yet: not replayed
         self.rows = rows
 
     def scales_of(self, x: np.ndarray) -> dict[str, float]:

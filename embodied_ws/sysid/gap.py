@@ -149,7 +149,11 @@ def gap_on_bag(run_dir: Path, bag: Path, out: Path, sim_plant: Plant | None = No
     sim, real = Side("sim (replayed commands)"), Side("recorded robot")
     data = mujoco.MjData(model)
     fs = max(1, round(rec.control_dt / robot.model.opt.timestep))
+    left_out = 0
     for s, end, k in _episodes(rec, task):
+        if _unknown_periods(rec, s, end, latency) > MAX_UNKNOWN_PERIODS + latency:
+            left_out += 1  # the recorder had no command yet: replaying a hold would be a made-up gap
+            continue
         u = _episode_commands(rec, s, end, latency, np.where(servo, rec.q[s], 0.0))
         u = np.clip(u, robot.ctrl_low, robot.ctrl_high)
         mujoco.mj_resetData(model, data)
@@ -167,8 +171,29 @@ def gap_on_bag(run_dir: Path, bag: Path, out: Path, sim_plant: Plant | None = No
             side.success.append(ok)
             if dist is not None:
                 side.final_distance.append(dist)
+    if not sim.q:
+        raise UserError(
+            f"no episode of the bag has its commands recorded ({left_out} left out): start the recorder before "
+            "the deployment, or record longer",
+            str(bag),
+        )
     info = {"run": str(run_dir), "bag": str(bag), "mode": "open-loop replay of recorded commands"}
+    if left_out:
+        info["left_out"] = f"{left_out} episode(s) begun before the recorder saw any command"
     return write_report(out, sim, real, list(robot.joint_names), info)
+
+
+# An episode is replayed only when the command of (almost) every period is known: a recorder that joined late
+# (DDS discovery can take seconds on a busy machine) misses the first commands while it already records states.
+# The first ``latency`` periods of a recording are unknown by construction and allowed on top.
+MAX_UNKNOWN_PERIODS = 2
+
+
+def _unknown_periods(rec: Any, s: int, end: int, latency: int) -> int:
+    """Periods of the episode of states ``s .. end - 1`` whose command the recording cannot tell (none received
+    yet, or before the recording began); a hold after a simulator reset is known, not counted."""
+    j = np.arange(s + 1, end) - latency
+    return int(np.sum((j < 0) | (rec.cmd_index[np.maximum(j, 0)] < 0)))
 
 
 def _episode_commands(rec: Any, s: int, end: int, latency: int, hold: np.ndarray) -> np.ndarray:

@@ -60,6 +60,12 @@ class Recording:
         """Number of state samples."""
         return len(self.t)
 
+    @property
+    def first_commanded(self) -> int:
+        """Index of the first state with a command received before it (``n``: none)."""
+        known = np.flatnonzero(self.cmd_index >= 0)
+        return int(known[0]) if known.size else self.n
+
     def applied(self, latency: int, hold: np.ndarray) -> np.ndarray:
         """``(n, nu)``: the command the robot applied in the period ending at state i, for ``latency`` periods.
 
@@ -109,6 +115,12 @@ def load_recording(bag: str | Path, robot: Robot, guard_s: float = 0.001) -> Rec
     if len(t) < 20:
         raise UserError(f"only {len(t)} joint states in the bag; record at least a few seconds", str(bag))
     cmd_index = np.searchsorted(cmds.log_t, t - guard_s, side="left") - 1
+    if np.sum(cmd_index >= 0) < 20:
+        raise UserError(
+            f"only {int(np.sum(cmd_index >= 0))} joint states after the first recorded command on {topic}; "
+            "start the recorder before the robot moves, or record longer",
+            str(bag),
+        )
     stamps = states.stamp[keep]
     dt = float(np.median(np.diff(stamps))) if np.ptp(stamps) > 0 else float(np.median(np.diff(t)))
     return Recording(
@@ -151,7 +163,9 @@ class Replayer:
         self.robot, self.rec = robot, rec
         self.frame_skip = max(1, round(rec.control_dt / robot.model.opt.timestep))
         seg = max(2, round(segment_s / rec.control_dt))
-        self.starts = np.arange(0, rec.n - 1, seg)
+        # segments begin at the first state with a recorded command: before it (a recorder that joined late)
+        # the commands are unknown, and replaying a hold there would bias the fit
+        self.starts = np.arange(rec.first_commanded, rec.n - 1, seg)
         self.ends = np.minimum(self.starts + seg, rec.n - 1)
         self.qpos_idx, self.qvel_idx = robot.qpos_idx, robot.qvel_idx
         self.hold = rec.q[0].copy()
