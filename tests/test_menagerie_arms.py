@@ -83,6 +83,25 @@ def test_bigger_arms_get_episodes_long_enough_to_reach_their_targets() -> None:
     assert core.episode_steps == 50  # 0: episodes as configured
 
 
+def test_arms_with_slow_joints_get_episodes_long_enough_for_the_joint_travel() -> None:
+    """The median target's slowest-joint travel at full set-point speed takes at most half an episode (a Jaco2 at
+    0.63 rad/s needs 4 s for it); a joint with more than a turn of range takes the nearer equivalent angle."""
+    from embodied_ws.sim.tasks.reach import JOINT_TRAVEL_SHARE, joint_travel
+
+    fast, _ = _episode_core(str(ARMS / "panda.xml"))
+    slow, cfg = _episode_core(str(ARMS / "panda.xml"), "env.delta_scale=0.004")  # joints ~6x slower
+    step = np.broadcast_to(slow.delta_scale, (slow.robot.nu,)) * slow.ctrl_half  # rad per control step
+    travel = joint_travel(slow.robot, slow.task.target_configs)
+    steps_needed = np.median(np.max(np.ceil(travel / step), axis=1))
+    assert steps_needed <= JOINT_TRAVEL_SHARE * slow.episode_steps + 1
+    assert slow.episode_steps > fast.episode_steps  # the distance rule alone would give the fast arm's length
+    ur5e, _ = _episode_core(str(ARMS / "ur5e.xml"))
+    wide = (ur5e.robot.joint_high - ur5e.robot.joint_low) > 2 * np.pi + 1e-6
+    assert wide.sum() >= 4  # ±2π joints
+    travel = joint_travel(ur5e.robot, ur5e.task.target_configs)
+    assert np.all(travel[:, wide] <= np.pi + 1e-9)
+
+
 def test_negative_approach_speed_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="must be >= 0") as err:
         load_config("reach", ["task.approach_speed=-1"])

@@ -100,7 +100,6 @@ class EnvCore:
         self.visual = visual
         self.frame_skip = cfg.env.frame_skip
         self.control_dt = self.robot.control_dt * self.frame_skip
-        self.episode_steps = episode_length(cfg.env.episode_steps, self.task.min_episode_seconds(), self.control_dt)
         nu, obs_dim = self.robot.nu, self.task.obs_dim
         self.ctrl_mid = (self.robot.ctrl_high + self.robot.ctrl_low) / 2.0
         self.ctrl_half = (self.robot.ctrl_high - self.robot.ctrl_low) / 2.0
@@ -112,6 +111,11 @@ class EnvCore:
             self.robot, cfg.env.delta_scale, self.control_dt, self.ctrl_half, cfg.env.ee_speed_limit
         )
         self._any_delta, self._all_delta = bool(self._delta.any()), bool(self._delta.all())
+        # set-points of delta-mode joints move at most this fast; absolute-mode set-points jump (no bound)
+        joint_speed = np.where(self._delta, np.broadcast_to(self.delta_scale, (nu,)) * self.ctrl_half, np.inf)
+        self.episode_steps = episode_length(
+            cfg.env.episode_steps, self.task.min_episode_seconds(joint_speed / self.control_dt), self.control_dt
+        )
         self.setpoint = np.zeros((n, nu))
         self.obs_dim = obs_dim + (nu if self._delta.any() else 0)
         self.seed(seed)

@@ -51,8 +51,11 @@ class Task(ABC):
     ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         """``(reward (n,), success (n,) bool, reward terms {name: (n,)})``."""
 
-    def min_episode_seconds(self) -> float:
-        """The shortest episode (s) in which the task can be done (0: no lower bound)."""
+    def min_episode_seconds(self, joint_speed: np.ndarray | None = None) -> float:
+        """The shortest episode (s) in which the task can be done (0: no lower bound).
+
+        :param joint_speed: ``(nu,)`` the fastest set-point speed of each actuated joint (None: unbounded)
+        """
         return 0.0
 
     def obs_names(self) -> list[str]:

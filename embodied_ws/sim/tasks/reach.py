@@ -14,16 +14,17 @@ from embodied_ws.sim.tasks.base import TASKS, Task, as_index
 WORKSPACE_SAMPLES = 4096
 
 
-def workspace_targets(
+def workspace_sample(
     robot: Robot, min_z: float | None, margin: float = 0.0, n: int = WORKSPACE_SAMPLES, seed: int = 0
-) -> np.ndarray:
-    """End-effector positions of random joint configurations within the limits: reachable by construction.
+) -> tuple[np.ndarray, np.ndarray]:
+    """Random joint configurations within the limits and their end-effector positions: reachable by construction.
 
     :param robot: robot with an end-effector sensor
     :param min_z: drop targets below this height (None: keep all)
     :param margin: fraction of each joint range left out at both ends
     :param n: number of configurations to sample
     :param seed: seed of the (fixed) workspace sample
+    :returns: ``(configurations (m, nu), targets (m, 3))``, ``m <= n`` after the height filter
     """
     model = robot.model
     data = mujoco.MjData(model)
@@ -37,10 +38,28 @@ def workspace_targets(
         mujoco.mj_forward(model, data)
         out[i] = data.sensordata[robot.ee_sensor_idx]
     if min_z is not None:
-        out = out[out[:, 2] >= min_z]
+        keep = out[:, 2] >= min_z
+        qs, out = qs[keep], out[keep]
     if len(out) == 0:
         raise ValueError("no reachable target satisfies task.target_min_z")
-    return out
+    return qs, out
+
+
+def joint_travel(robot: Robot, configs: np.ndarray) -> np.ndarray:
+    """``(m, nu)``: how far each joint must move from the home pose to each configuration. A joint whose range
+    spans more than a turn may take the equivalent angle a turn away when that one is inside its range."""
+    home = robot.home_qpos[robot.qpos_idx]
+    travel = np.abs(configs - home)
+    for turn in (-2 * np.pi, 2 * np.pi):
+        alt = configs + turn
+        inside = (alt >= robot.joint_low) & (alt <= robot.joint_high)
+        travel = np.where(inside, np.minimum(travel, np.abs(alt - home)), travel)
+    return travel
+
+
+# The slowest joint may spend at most this share of an episode at full set-point speed on the median target's
+# travel: the rest is for accelerating, slowing down and settling on the target (see PointReach).
+JOINT_TRAVEL_SHARE = 0.5
 
 
 class PointReach(Task):
@@ -57,7 +76,7 @@ class PointReach(Task):
     def __init__(self, robot: Robot, cfg: TaskConfig) -> None:
         super().__init__(robot, cfg)
         self.nj = robot.qpos_idx.size
-        self.targets = workspace_targets(robot, cfg.target_min_z, cfg.target_joint_margin)
+        self.target_configs, self.targets = workspace_sample(robot, cfg.target_min_z, cfg.target_joint_margin)
         self._qi, self._vi, self._ei = (as_index(i) for i in (robot.qpos_idx, robot.qvel_idx, robot.ee_sensor_idx))
 
     def target_distances(self) -> np.ndarray:
@@ -68,11 +87,22 @@ class PointReach(Task):
         return np.linalg.norm(self.targets - data.sensordata[self.robot.ee_sensor_idx], axis=1)
 
     @override
-    def min_episode_seconds(self) -> float:
-        """Time to cover the median home-to-target distance at ``task.approach_speed`` (0 when unset)."""
+    def min_episode_seconds(self, joint_speed: np.ndarray | None = None) -> float:
+        """Long enough for the median target twice over: its distance from the home pose at
+        ``task.approach_speed`` (mean end-effector speed), and its slowest joint's travel at ``joint_speed`` in
+        :data:`JOINT_TRAVEL_SHARE` of the episode (an arm with slow joints, e.g. a Kinova Jaco2 at 0.63 rad/s,
+        needs 4 s for the median target's travel alone). 0 when ``task.approach_speed`` is unset.
+
+        :param joint_speed: ``(nu,)`` the fastest set-point speed of each actuated joint (rad/s or m/s); None or
+            ``inf``: no joint-speed bound
+        """
         if self.cfg.approach_speed <= 0:
             return 0.0
-        return float(np.median(self.target_distances())) / self.cfg.approach_speed
+        seconds = float(np.median(self.target_distances())) / self.cfg.approach_speed
+        if joint_speed is not None:
+            slowest = np.max(joint_travel(self.robot, self.target_configs) / joint_speed, axis=1)
+            seconds = max(seconds, float(np.median(slowest)) / JOINT_TRAVEL_SHARE)
+        return seconds
 
     @override
     def initial_qpos(self, rng: np.random.Generator) -> np.ndarray:
