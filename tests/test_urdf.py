@@ -287,5 +287,6 @@ def test_servo_without_ctrlrange_is_commanded_over_its_joint_range(tmp_path: Pat
     path = tmp_path / "no_ctrlrange.xml"
     path.write_text(xml)
     robot = load_robot(str(path), need_ee=False)
-    assert np.allclose(robot.ctrl_low[:2], [-np.pi, -2.5]) and np.allclose(robot.ctrl_high[:2], [np.pi, 2.5])
+    # a continuous joint: two turns, so the shorter way to any angle is never blocked by the range
+    assert np.allclose(robot.ctrl_low[:2], [-2 * np.pi, -2.5]) and np.allclose(robot.ctrl_high[:2], [2 * np.pi, 2.5])
     assert robot.ctrl_low[3] == -1.0 and robot.ctrl_high[3] == 1.0  # a torque motor keeps [-1, 1]

@@ -190,9 +190,7 @@ def load_robot(
         joint_ids.append(int(model.actuator_trnid[a, 0]))
     qpos_idx = np.array([model.jnt_qposadr[j] for j in joint_ids], dtype=np.int64)
     qvel_idx = np.array([model.jnt_dofadr[j] for j in joint_ids], dtype=np.int64)
-    limited = model.jnt_limited[joint_ids].astype(bool)
-    jrange = model.jnt_range[joint_ids].copy()
-    jrange[~limited] = [-np.pi, np.pi]
+    jrange = np.stack(rd.joint_ranges(model, joint_ids), axis=1)
     crange = model.actuator_ctrlrange.copy()
     unlimited_ctrl = ~model.actuator_ctrllimited.astype(bool)
     # an actuator without ctrlrange: a position servo is commanded over its joint's range, anything else [-1, 1]

@@ -133,10 +133,16 @@ def followers(model: mujoco.MjModel) -> set[int]:
     return {int(model.eq_obj1id[e]) for e in range(model.neq) if model.eq_type[e] == eq and model.eq_obj2id[e] >= 0}
 
 
-def joint_ranges(model: mujoco.MjModel, joints: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Lower and upper limits (±π for unlimited joints)."""
+# A continuous (unlimited) joint is commanded within two turns, not one: from any angle within a turn of the
+# middle, the shorter way to any other angle stays inside the range. With ±π, a target just across ±π sat
+# behind a wall: a Kinova Jaco2 (continuous base) got stuck there, the shorter way blocked by the limit.
+CONTINUOUS_HALF_RANGE = 2.0 * np.pi
+
+
+def joint_ranges(model: mujoco.MjModel, joints: list[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Lower and upper limits (±:data:`CONTINUOUS_HALF_RANGE` for unlimited joints)."""
     rng = model.jnt_range[joints].copy()
-    rng[~model.jnt_limited[joints].astype(bool)] = [-np.pi, np.pi]
+    rng[~model.jnt_limited[joints].astype(bool)] = [-CONTINUOUS_HALF_RANGE, CONTINUOUS_HALF_RANGE]
     return rng[:, 0], rng[:, 1]
 
 
