@@ -168,7 +168,7 @@ class Replayer:
         self.starts = np.arange(rec.first_commanded, rec.n - 1, seg)
         self.ends = np.minimum(self.starts + seg, rec.n - 1)
         self.qpos_idx, self.qvel_idx = robot.qpos_idx, robot.qvel_idx
-        self.hold = rec.q[0].copy()
+        self.hold = rec.q[min(rec.first_commanded, rec.n - 1)].copy()  # where the replayed part begins
 
     def simulate(self, model: mujoco.MjModel, latency: int) -> tuple[np.ndarray, np.ndarray]:
         """Simulated ``(q, v)`` at every recorded state time (segment starts equal the recording)."""
