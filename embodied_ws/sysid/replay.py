@@ -115,9 +115,10 @@ def load_recording(bag: str | Path, robot: Robot, guard_s: float = 0.001) -> Rec
     if len(t) < 20:
         raise UserError(f"only {len(t)} joint states in the bag; record at least a few seconds", str(bag))
     cmd_index = np.searchsorted(cmds.log_t, t - guard_s, side="left") - 1
-    if np.sum(cmd_index >= 0) < 20:
+    commanded = int(np.sum(cmd_index >= 0))
+    if commanded < 20:
         raise UserError(
-            f"only {int(np.sum(cmd_index >= 0))} joint states after the first recorded command on {topic}; "
+            f"only {commanded} joint states after the first recorded command on {topic}; "
             "start the recorder before the robot moves, or record longer",
             str(bag),
         )
