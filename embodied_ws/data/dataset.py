@@ -9,7 +9,6 @@ fine-tuning and ``lerobot2bag`` know where the data came from. LeRobot ignores t
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -19,6 +18,7 @@ from typing import Any
 
 from embodied_ws.core.atomic import write_json_atomic
 from embodied_ws.core.errors import UserError
+from embodied_ws.core.outputs import claim, replace_folder, write_marker
 
 SIDECAR = Path("meta") / "embodied_ws.json"
 STATE = "observation.state"
@@ -58,17 +58,26 @@ def _quiet() -> None:
 
 @contextmanager
 def create_dataset(
-    out: Path, fps: int, features: dict[str, dict[str, Any]], robot_type: str, video: bool = False
+    out: Path,
+    fps: int,
+    features: dict[str, dict[str, Any]],
+    robot_type: str,
+    video: bool = False,
+    verb: str = "record-demos",
+    overwrite: bool = False,
 ) -> Iterator[Any]:
     """Create a LeRobotDataset that appears at ``out`` only once complete (written beside it, then renamed).
 
-    Yields the writable ``LeRobotDataset``; on success it is finalized and moved over ``out``
-    (an existing ``out`` is replaced); on error the partial folder is removed.
+    Yields the writable ``LeRobotDataset``; on success it is finalized, marked as ``verb``'s and moved to
+    ``out``; on error the partial folder is removed. ``out`` must be new, empty, or an earlier output of
+    ``verb`` with ``overwrite`` (:func:`embodied_ws.core.outputs.claim`): a folder that is not ours is
+    refused before anything is written and never deleted.
     """
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
     _quiet()
     out = Path(out)
+    claim(out, verb, overwrite)
     out.parent.mkdir(parents=True, exist_ok=True)
     parent = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
     root = parent / "dataset"
@@ -78,9 +87,9 @@ def create_dataset(
         )
         yield ds
         ds.finalize()
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(root, out)
+        write_marker(root, verb)
+        claim(out, verb, overwrite)  # still ours: nothing appeared there while we wrote
+        replace_folder(root, out)
     finally:
         shutil.rmtree(parent, ignore_errors=True)
 
@@ -141,7 +150,7 @@ def episode_frames(ds: Any, episode: int, columns: list[str]) -> dict[str, Any]:
 
 
 def progress_iter(n: int, description: str, enabled: bool) -> Iterable[int]:
-    """A rich progress bar over ``range(n)`` (or the plain range when disabled)."""
-    from rich.progress import track
+    """``range(n)`` over episodes with progress (a bar on a terminal, plain lines otherwise; none when disabled)."""
+    from embodied_ws.core.progress import track
 
-    return track(range(n), description=description) if enabled else range(n)
+    return track(n, description, "episodes", enabled=enabled)

@@ -287,56 +287,49 @@ class RecordEpisodes(BaseCallback):
         return True
 
 
-class RichProgress(BaseCallback):
-    """A rich progress bar over the step budget with recent episode success and the latest eval (renders only).
+class TrainProgress(BaseCallback):
+    """Training progress over the step budget with recent episode success and the latest eval (reports only).
+
+    A rich bar on a terminal, a plain line every 30 s otherwise (:class:`~embodied_ws.core.progress.ProgressReporter`),
+    and the same lines appended to the run's ``train.log``.
 
     :param total: the step budget
     :param state: the run state (latest evaluation)
     :param episodes: the episode recorder (recent success)
-    :param enabled: show the bar
+    :param enabled: report progress at all
+    :param log_file: where the plain lines are also appended
     """
 
-    def __init__(self, total: int, state: Any, episodes: RecordEpisodes, enabled: bool = True) -> None:
+    def __init__(
+        self, total: int, state: Any, episodes: RecordEpisodes, enabled: bool = True, log_file: Path | None = None
+    ) -> None:
         super().__init__()
-        self.total, self.state, self.episodes, self.enabled = total, state, episodes, enabled
-        self._progress: Any = None
-        self._task: Any = None
+        from embodied_ws.core.progress import ProgressReporter
+
+        self.state, self.episodes = state, episodes
+        self.reporter = ProgressReporter("train", total, "steps", enabled=enabled, log_file=log_file)
+        self._started = False
 
     def _on_training_start(self) -> None:
-        if not self.enabled:
-            return
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-        self._progress = Progress(
-            TextColumn("[bold]train"),
-            BarColumn(),
-            TextColumn("{task.completed:,}/{task.total:,} steps"),
-            TextColumn("{task.fields[stats]}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            transient=False,
-        )
-        self._progress.start()
-        self._task = self._progress.add_task("train", total=self.total, completed=self.model.num_timesteps, stats="")
+        self.reporter.start(int(self.model.num_timesteps))
+        self._started = True
 
     def _on_step(self) -> bool:
         return True
 
     def _on_rollout_end(self) -> None:
-        if self._progress is None:
-            return
         recent = self.episodes.recent_success
         stats = f"succ {np.mean(recent):.0%}" if recent else ""
         if self.state.evals:
             stats += f" | eval {self.state.evals[-1]['success_rate']:.0%}"
-        self._progress.update(self._task, completed=self.model.num_timesteps, stats=stats)
+        self.reporter.update(int(self.model.num_timesteps), stats.strip(" |"))
 
     def _on_training_end(self) -> None:
         self.close()
 
     def close(self) -> None:
-        """Stop the bar (idempotent; also called when training stops on an error)."""
-        if self._progress is not None:
-            self._progress.update(self._task, completed=self.model.num_timesteps)
-            self._progress.stop()
-            self._progress = None
+        """Final line and bar stop (idempotent; also called when training stops on an error)."""
+        if self._started:
+            self.reporter.update(int(self.model.num_timesteps), self.reporter.stats)
+            self.reporter.close()
+            self._started = False

@@ -2,13 +2,15 @@
 
 Layout: ``runs/<name>/checkpoints/step_<N>/`` holding ``model.zip`` (SB3: weights + optimizer),
 ``vecnormalize.pkl`` (observation statistics), ``rng.pt`` (torch/numpy global RNG) and
-``state.json`` (step count, env RNG + DR/curriculum state). ``checkpoints/latest`` names the newest
-complete folder and is replaced atomically after the folder is in place.
+``state.json`` (step count, env RNG + DR/curriculum state). ``checkpoints/latest`` is a relative symlink
+to the newest complete folder (so ``checkpoints/latest/model.zip`` works), replaced atomically after the
+folder is in place. Runs written before it was a symlink hold a text file naming the folder; both are read.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import random
 import shutil
@@ -17,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from embodied_ws.core.atomic import write_bytes_atomic, write_dir_atomic
+from embodied_ws.core.atomic import write_dir_atomic
 from embodied_ws.core.errors import UserError
 
 FILES = ("model.zip", "state.json", "rng.pt")
@@ -45,18 +47,28 @@ def save_checkpoint(ckpt_root: Path, model: Any, venv: Any, extra: dict[str, Any
 
     path = ckpt_root / name
     write_dir_atomic(path, fill)
-    write_bytes_atomic(ckpt_root / "latest", name.encode())
+    point_latest(ckpt_root, name)
     if keep:
         for old in sorted(p for p in ckpt_root.glob("step_*") if p.is_dir())[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
     return path
 
 
+def point_latest(ckpt_root: Path, name: str) -> None:
+    """Make ``ckpt_root/latest`` a symlink to ``name`` atomically (a new link renamed over the old one)."""
+    tmp = ckpt_root / f".latest.{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    os.symlink(name, tmp, target_is_directory=True)
+    os.replace(tmp, ckpt_root / "latest")
+
+
 def latest_checkpoint(ckpt_root: Path) -> Path | None:
     """The newest complete checkpoint folder, or None when there is none."""
     pointer = ckpt_root / "latest"
     candidates = []
-    if pointer.is_file():
+    if pointer.is_symlink():
+        candidates.append(ckpt_root / os.readlink(pointer))
+    elif pointer.is_file():  # a run from before ``latest`` was a symlink
         candidates.append(ckpt_root / pointer.read_text().strip())
     candidates += sorted((p for p in ckpt_root.glob("step_*") if p.is_dir()), reverse=True)
     for cand in candidates:

@@ -412,36 +412,23 @@ def _row(t: Any) -> dict[str, Any]:
 
 
 class _Bar:
-    """Rich progress over finished trials (complete / pruned / failed)."""
+    """Progress over finished trials (complete / pruned / failed): a bar on a TTY, plain lines otherwise."""
 
     def __init__(self, total: int, enabled: bool) -> None:
-        self._progress: Any = None
-        if enabled:
-            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+        from embodied_ws.core.progress import ProgressReporter
 
-            self._progress = Progress(
-                TextColumn("[bold]tune"),
-                BarColumn(),
-                TextColumn("{task.completed}/{task.total} trials"),
-                TextColumn("{task.fields[stats]}"),
-                TimeElapsedColumn(),
-            )
-            self._progress.start()
-            self._task = self._progress.add_task("tune", total=total, stats="")
+        self._reporter = ProgressReporter("tune", total, "trials", enabled=enabled)
+        self._reporter.start()
 
     def update(self, trials: list[Any]) -> None:
-        if self._progress is None:
-            return
         finished = [t for t in trials if t.state.is_finished()]
         values = [t.value for t in finished if t.value is not None]
         pruned = sum(t.state.name == "PRUNED" for t in finished)
         stats = f"best {max(values):.0%} | pruned {pruned}" if values else f"pruned {pruned}"
-        self._progress.update(self._task, completed=len(finished), stats=stats)
+        self._reporter.update(len(finished), stats)
 
     def close(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
+        self._reporter.close()
 
 
 def default_jobs() -> int:
