@@ -6,6 +6,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-stamp
 RUN ?= reach
+# uv (pinned, parallel) installs the lock; INSTALLER=pip uses pip instead (slower)
+INSTALLER ?= uv
 # llama-cpp-python build: empty = auto (CUDA when nvidia-smi and nvcc are found), 0 = CPU, 1 = CUDA
 CUDA ?=
 APT_PACKAGES := libegl1 libegl-mesa0 libgl1 libosmesa6 ignition-tools libsdformat-dev ffmpeg
@@ -20,17 +22,11 @@ setup: $(STAMP) llama
 llama: $(STAMP)
 	@$(BIN)/python scripts/llama_build.py --venv $(VENV) --cuda "$(CUDA)"
 
-$(STAMP): requirements/base.txt requirements/lock.txt requirements/ros.txt requirements/ros-lock.txt setup.py
+$(STAMP): requirements/base.txt requirements/lock.txt requirements/ros.txt requirements/ros-lock.txt setup.py scripts/setup_venv.py
 	@if [ -z "$(PYTHON)" ]; then echo "error: Python 3.12 not found (install it or pass PYTHON=/path/to/python3.12)"; exit 2; fi
 	@bash scripts/apt_deps.sh $(APT_PACKAGES)
 	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip wheel "setuptools<82"
-	$(BIN)/python -m pip install -q -r requirements/base.txt -c requirements/lock.txt
-	@if [ -z "$$ROS_DISTRO" ]; then \
-	  echo "no ROS sourced: installing ROS 2 Jazzy wheels"; \
-	  $(BIN)/python -m pip install -q -r requirements/ros.txt -c requirements/ros-lock.txt; \
-	else echo "ROS $$ROS_DISTRO sourced: using its rclpy (no wheels)"; fi
-	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+	$(BIN)/python scripts/setup_venv.py --venv $(VENV) --cuda "$(CUDA)" --installer $(INSTALLER)
 	@touch $(STAMP)
 
 train: setup

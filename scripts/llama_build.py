@@ -153,7 +153,8 @@ def installed_offload(python: str) -> bool | None:
 def pip_install(pip: list[str], spec: str, cmake_args: str, rebuild: bool) -> tuple[bool, str]:
     """Install ``spec`` with ``CMAKE_ARGS``; (ok, last error line)."""
     env = {**os.environ, "CMAKE_ARGS": cmake_args, "FORCE_CMAKE": "1" if cmake_args else "0"}
-    extra = ["--force-reinstall", "--no-deps", "--no-cache-dir"] if rebuild else []
+    # --no-deps: its dependencies come with the base requirements, installed at the same time (setup_venv.py)
+    extra = ["--no-deps", *(["--force-reinstall", "--no-cache-dir"] if rebuild else [])]
     proc = subprocess.run([*pip, "install", "-q", *extra, spec], env=env, capture_output=True, text=True)
     lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
     errors = [ln for ln in lines if re.search(r"error|fail", ln, re.I)] or lines or ["?"]
