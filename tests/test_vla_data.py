@@ -85,9 +85,11 @@ def _synthetic_bag(path: Path, topics: tuple[str, ...] = ("/joint_states", CMD, 
 def test_bag_to_dataset_to_bag_round_trip(tmp_path: Path) -> None:
     ref = _synthetic_bag(tmp_path / "bag")
     summary = bag_to_dataset(tmp_path / "bag", tmp_path / "ds", progress=False)
-    assert summary["fps"] == 30 and summary["instruction"] == "touch the green ball"
+    assert summary["fps"] == 30 and summary["instructions"] == ["touch the green ball"]
     dataset_to_bag(tmp_path / "ds", tmp_path / "bag2", progress=False)
-    back = read_topics(tmp_path / "bag2", ["/joint_states", CMD, "/camera/image_raw", "/embodied/instruction"])
+    back = read_topics(
+        tmp_path / "bag2" / "episode_000000", ["/joint_states", CMD, "/camera/image_raw", "/embodied/instruction"]
+    )
     js = back["/joint_states"]
     assert js.names == JOINTS
     stamps = np.asarray(js.stamps)

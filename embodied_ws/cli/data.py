@@ -42,7 +42,8 @@ def _cmd_record(args: argparse.Namespace) -> int:
 def _cmd_bag2lerobot(args: argparse.Namespace) -> int:
     from embodied_ws.data.convert import bag_to_dataset
 
-    summary = bag_to_dataset(Path(args.bag), Path(args.out), Path(args.map) if args.map else None, not args.json)
+    bags = [Path(b) for b in args.bags]
+    summary = bag_to_dataset(bags, Path(args.out), Path(args.map) if args.map else None, not args.json)
     _print(summary, args.json)
     return 0
 
@@ -78,19 +79,21 @@ def register(add_verb: AddVerb) -> None:
     b = add_verb(
         "bag2lerobot",
         _cmd_bag2lerobot,
-        "Convert a rosbag2 (MCAP) of contract topics to a LeRobotDataset v3 (one frame per camera image).",
-        "example: embodied-ws bag2lerobot rosbag2_2026_01_01 --out data/demo --map config/data/bag_map.yaml",
+        "Convert rosbag2 (MCAP) bags of contract topics, one episode each, to a LeRobotDataset v3 "
+        "(fps from the map, the bags' metadata or the command stamps).",
+        "example: embodied-ws bag2lerobot demo_bags/ --out data/demo --map config/data/bag_map.yaml",
     )
-    b.add_argument("bag", help="rosbag2 folder")
+    b.add_argument("bags", nargs="+", metavar="BAG", help="rosbag2 folders, one episode each, or folders of them")
     b.add_argument("--out", required=True, help="dataset folder to write")
     b.add_argument("--map", help="topic → feature mapping YAML (default: config/data/bag_map.yaml)")
 
     lb = add_verb(
         "lerobot2bag",
         _cmd_lerobot2bag,
-        "Write a LeRobotDataset v3 back to a rosbag2 (MCAP): joint states, commands, camera, instruction.",
-        "example: embodied-ws lerobot2bag data/demo --out demo_bag",
+        "Write each episode of a LeRobotDataset v3 to its own rosbag2 (MCAP), OUT/episode_000000 ...: "
+        "joint states, commands, camera, instruction.",
+        "example: embodied-ws lerobot2bag data/demo --out demo_bags",
     )
     lb.add_argument("dataset", help="LeRobotDataset v3 folder")
-    lb.add_argument("--out", required=True, help="rosbag2 folder to write (must not exist)")
+    lb.add_argument("--out", required=True, help="folder to write the episode bags into (must not exist)")
     lb.add_argument("--map", help="topic → feature mapping YAML (default: the one the dataset was made with)")

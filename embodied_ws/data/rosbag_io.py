@@ -1,8 +1,13 @@
 """Contract messages ↔ numpy for dataset conversion, over :mod:`embodied_ws.data.bag` (the bag IO).
 
 Reads every message of some topics as numpy (joint states, float arrays, rgb images, strings, each
-with its sample time in integer nanoseconds: ``header.stamp`` when the message has one, else the
-bag's receive time) and builds the same kinds of messages for :class:`embodied_ws.data.bag.BagWriter`.
+with its sample time in integer nanoseconds) and builds the same kinds of messages for
+:class:`embodied_ws.data.bag.BagWriter`.
+
+Sample times: a topic's ``header.stamp`` when every message has one on the bag's clock (within
+:data:`CLOCK_TOLERANCE_NS` of the receive times), else the bag's receive times. Commands and strings
+have no header, so a topic stamped in another clock (sim time from 0, a replayed bag's old stamps)
+would not line up with them; such a topic is read on the receive clock too.
 """
 
 from __future__ import annotations
@@ -22,22 +27,41 @@ IMAGE = "sensor_msgs/msg/Image"
 STRING = "std_msgs/msg/String"
 
 
+#: header stamps farther than this (median) from the receive times are on another clock
+CLOCK_TOLERANCE_NS = 1_000_000_000
+
+
 @dataclass
 class TopicData:
-    """Every message of one topic: ``stamps`` (ns, int64) and the decoded values, in bag order."""
+    """Every message of one topic in bag order: the decoded ``values`` and their sample times.
+
+    :param stamps: sample times (ns, int64): header stamps or receive times (see ``clock``)
+    :param clock: ``"header.stamp"`` or ``"receive time"``
+    :param names: joint names (JointState)
+    """
 
     msgtype: str
     stamps: list[int] = field(default_factory=list)
     values: list[Any] = field(default_factory=list)
-    names: list[str] = field(default_factory=list)  # joint names (JointState)
+    names: list[str] = field(default_factory=list)
+    clock: str = "receive time"
 
 
-def _stamp(msg: Any, fallback: int) -> int:
+def _header_ns(msg: Any) -> int:
+    """``header.stamp`` in ns (0 when the message has no header or an unset stamp)."""
     header = getattr(msg, "header", None)
     if header is None:
-        return fallback
-    ns = int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
-    return ns or fallback
+        return 0
+    return int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
+
+
+def _choose_clock(td: TopicData, header: list[int], received: list[int]) -> None:
+    """Header stamps when all are set and on the receive clock, else the receive times."""
+    h, r = np.asarray(header, dtype=np.int64), np.asarray(received, dtype=np.int64)
+    if len(h) and np.all(h > 0) and np.median(np.abs(h - r)) <= CLOCK_TOLERANCE_NS:
+        td.stamps, td.clock = h.tolist(), "header.stamp"
+    else:
+        td.stamps, td.clock = r.tolist(), "receive time"
 
 
 def _decode(msg: Any, msgtype: str, td: TopicData) -> Any:
@@ -57,21 +81,29 @@ def _decode(msg: Any, msgtype: str, td: TopicData) -> Any:
     raise UserError(f"message type {msgtype} is not supported for conversion", "map")
 
 
-def read_topics(bag: Path, topics: list[str]) -> dict[str, TopicData]:
-    """Decode every message of ``topics`` from the rosbag2 folder ``bag``.
+def read_topics(
+    bag: Path, topics: list[str], optional: list[str] | None = None, info: bagio.BagInfo | None = None
+) -> dict[str, TopicData]:
+    """Decode every message of ``topics`` (and of those of ``optional`` the bag has) from the rosbag2 ``bag``.
 
     A folder that is not a bag, or a bag missing one of ``topics``, gives a one-line :class:`UserError`.
     """
-    info = bagio.bag_info(bag)
+    info = info or bagio.bag_info(bag)
     missing = [t for t in topics if t not in info.topics]
     if missing:
         known = ", ".join(sorted(info.topics)) or "none"
         raise UserError(f"topic {missing[0]} not in the bag (topics: {known}); fix the --map file", str(bag))
-    out = {t: TopicData(info.topics[t][0]) for t in topics}
-    for topic, t_ns, msg in bagio.read_messages(bag, topics):
+    wanted = list(dict.fromkeys([*topics, *(t for t in optional or [] if t in info.topics)]))
+    out = {t: TopicData(info.topics[t][0]) for t in wanted}
+    header: dict[str, list[int]] = {t: [] for t in wanted}
+    received: dict[str, list[int]] = {t: [] for t in wanted}
+    for topic, t_ns, msg in bagio.read_messages(bag, wanted):
         td = out[topic]
         td.values.append(_decode(msg, td.msgtype, td))
-        td.stamps.append(_stamp(msg, int(t_ns)))
+        header[topic].append(_header_ns(msg))
+        received[topic].append(int(t_ns))
+    for topic, td in out.items():
+        _choose_clock(td, header[topic], received[topic])
     return out
 
 
@@ -79,10 +111,11 @@ class ContractWriter:
     """Write contract messages built from numpy into a new rosbag2 (through :class:`bag.BagWriter`).
 
     :param path: bag folder to create (must not exist)
+    :param custom_data: strings for ``metadata.yaml``'s ``custom_data``
     """
 
-    def __init__(self, path: Path) -> None:
-        self.writer = bagio.BagWriter(path, flush_s=5.0)
+    def __init__(self, path: Path, custom_data: dict[str, str] | None = None) -> None:
+        self.writer = bagio.BagWriter(path, custom_data=custom_data, flush_s=5.0)
         self.store = bagio.typestore()
         t = self.store.types
         self._Header, self._Time = t["std_msgs/msg/Header"], t["builtin_interfaces/msg/Time"]
@@ -97,11 +130,13 @@ class ContractWriter:
             self.writer.add_topic(topic, msgtype)
         self.writer.write(topic, t_ns, bytes(self.store.serialize_cdr(msg, msgtype)))
 
-    def joint_state(self, topic: str, t_ns: int, names: list[str], position: np.ndarray) -> None:
-        """A ``sensor_msgs/JointState`` with positions only."""
+    def joint_state(
+        self, topic: str, t_ns: int, names: list[str], position: np.ndarray, stamp_ns: int | None = None
+    ) -> None:
+        """A ``sensor_msgs/JointState`` (positions only) logged at ``t_ns``, stamped ``stamp_ns`` (default ``t_ns``)."""
         empty = np.zeros(0, dtype=np.float64)
         msg = self.store.types[JOINT_STATE](
-            header=self._header(t_ns),
+            header=self._header(t_ns if stamp_ns is None else stamp_ns),
             name=list(names),
             position=np.asarray(position, dtype=np.float64),
             velocity=empty,
@@ -116,11 +151,13 @@ class ContractWriter:
         msg = t[FLOAT_ARRAY](layout=layout, data=np.asarray(data, dtype=np.float64))
         self._write(topic, FLOAT_ARRAY, t_ns, msg)
 
-    def image(self, topic: str, t_ns: int, rgb: np.ndarray, frame_id: str = "camera") -> None:
-        """An rgb8 ``sensor_msgs/Image``."""
+    def image(
+        self, topic: str, t_ns: int, rgb: np.ndarray, frame_id: str = "camera", stamp_ns: int | None = None
+    ) -> None:
+        """An rgb8 ``sensor_msgs/Image`` logged at ``t_ns`` (header stamp ``stamp_ns``, default ``t_ns``)."""
         h, w, _ = rgb.shape
         msg = self.store.types[IMAGE](
-            header=self._header(t_ns, frame_id),
+            header=self._header(t_ns if stamp_ns is None else stamp_ns, frame_id),
             height=h,
             width=w,
             encoding="rgb8",
