@@ -59,7 +59,7 @@ def _yaml(tmp_path: Path, text: str) -> str:
             "unknown key 'totl_timesteps'",
         ),
         ("train:\n  n_envs: four\n", "cfg.yaml:2", "n_envs must be int"),
-        ("ppo:\n  gamma: 1.5\n", "ppo.gamma", "(0, 1]"),
+        ("ppo:\n  gamma: 1.5\n", "ppo.gamma", "> 0 and <= 1"),
         ("env:\n  robot: [arm3\n", "cfg.yaml:", "invalid YAML"),
     ],
     ids=["unknown-key-names-file-and-line", "bad-type", "bad-range", "syntax-error"],

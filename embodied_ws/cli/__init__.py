@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
+import typing
 from collections.abc import Callable
 
 from embodied_ws.core.errors import EXIT_ENV_LOST, EXIT_USER_ERROR, EnvLost, UserError
@@ -29,10 +31,27 @@ VERB_MODULES: tuple[str, ...] = (
 
 AddVerb = Callable[[str, Callable[[argparse.Namespace], int], str, str], argparse.ArgumentParser]
 
+_ARGUMENT_MESSAGE = re.compile(r"argument (?P<where>[^:]+): (?P<what>.*)", re.DOTALL)
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line, like every other bad input: ``error: <where>: <what>``.
+
+    ``where`` is the option (``--episodes``) or, for errors about the command line as a whole, the verb
+    (``embodied-ws sysid collect``); the line ends with where to find the usage. Sub-commands use this class too.
+    """
+
+    def error(self, message: str) -> typing.NoReturn:
+        """Print one line to stderr and exit with code 2 (no usage block)."""
+        m = _ARGUMENT_MESSAGE.fullmatch(message)
+        where, what = (m["where"].split("/")[-1], m["what"]) if m else (self.prog, message)
+        what = " ".join(what.split())  # never more than one line
+        self.exit(EXIT_USER_ERROR, f"error: {where}: {what} (see {self.prog} --help)\n")
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with one sub-command per verb."""
-    parser = argparse.ArgumentParser(prog="embodied-ws", description="Robot-learning workstation toolkit.")
+    parser = Parser(prog="embodied-ws", description="Robot-learning workstation toolkit.")
     sub = parser.add_subparsers(dest="verb", required=True)
 
     def add_verb(

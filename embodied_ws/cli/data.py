@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from embodied_ws.cli.argtypes import int_range, positive_int, seed_int
+
 if TYPE_CHECKING:
     from embodied_ws.cli import AddVerb
 
@@ -16,6 +18,15 @@ def _print(summary: dict[str, Any], as_json: bool) -> None:
 
 
 def _cmd_record(args: argparse.Namespace) -> int:
+    from embodied_ws.core.outputs import FolderLock, claim
+
+    out = Path(args.out)
+    with FolderLock(out, "record-demos"):
+        claim(out, "record-demos", args.overwrite)  # refused before any rollout
+        return _record(args, out)
+
+
+def _record(args: argparse.Namespace, out: Path) -> int:
     from embodied_ws.data.record import record_demos
 
     run = None
@@ -26,7 +37,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
         args.robot,
         args.task,
         args.episodes,
-        Path(args.out),
+        out,
         policy_run=run,
         seed=args.seed,
         image_size=[args.image_size[0], args.image_size[1]],
@@ -34,24 +45,35 @@ def _cmd_record(args: argparse.Namespace) -> int:
         video=args.video,
         keep_failed=args.keep_failed,
         progress=not args.json,
+        overwrite=args.overwrite,
     )
     _print(summary, args.json)
     return 0
 
 
 def _cmd_bag2lerobot(args: argparse.Namespace) -> int:
+    from embodied_ws.core.outputs import FolderLock, claim
     from embodied_ws.data.convert import bag_to_dataset
 
     bags = [Path(b) for b in args.bags]
-    summary = bag_to_dataset(bags, Path(args.out), Path(args.map) if args.map else None, not args.json)
+    out = Path(args.out)
+    with FolderLock(out, "bag2lerobot"):
+        claim(out, "bag2lerobot", args.overwrite)  # refused before the bags are read
+        mapping = Path(args.map) if args.map else None
+        summary = bag_to_dataset(bags, out, mapping, not args.json, overwrite=args.overwrite)
     _print(summary, args.json)
     return 0
 
 
 def _cmd_lerobot2bag(args: argparse.Namespace) -> int:
+    from embodied_ws.core.outputs import FolderLock, claim
     from embodied_ws.data.convert import dataset_to_bag
 
-    summary = dataset_to_bag(Path(args.dataset), Path(args.out), Path(args.map) if args.map else None, not args.json)
+    out = Path(args.out)
+    with FolderLock(out, "lerobot2bag"):  # one writer per output folder
+        claim(out, "lerobot2bag", args.overwrite)  # refused before the dataset is read
+        mapping = Path(args.map) if args.map else None
+        summary = dataset_to_bag(Path(args.dataset), out, mapping, not args.json, overwrite=args.overwrite)
     _print(summary, args.json)
     return 0
 
@@ -66,12 +88,13 @@ def register(add_verb: AddVerb) -> None:
     )
     r.add_argument("--robot", default="arm3", help="robot name or MJCF path (default: arm3)")
     r.add_argument("--task", default="reach_color", help="task with a scripted expert (default: reach_color)")
-    r.add_argument("--episodes", type=int, default=50, help="episodes to keep (default: 50)")
-    r.add_argument("--out", required=True, help="dataset folder to write (replaced atomically)")
+    r.add_argument("--episodes", type=positive_int(), default=50, help="episodes to keep (default: 50)")
+    r.add_argument("--out", required=True, help="dataset folder to create (a folder that is not ours is refused)")
+    r.add_argument("--overwrite", action="store_true", help="replace an earlier record-demos dataset at --out")
     r.add_argument("--policy", help="a run (name under --runs or folder) whose exported policy acts instead")
     r.add_argument("--runs", default="runs")
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--image-size", type=int, nargs=2, default=[128, 128], metavar=("H", "W"))
+    r.add_argument("--seed", type=seed_int(), default=0)
+    r.add_argument("--image-size", type=int_range(8, 4096), nargs=2, default=[128, 128], metavar=("H", "W"))
     r.add_argument("--dr", default="default", help="DR preset for the expert (default: default; none: off)")
     r.add_argument("--video", action="store_true", help="store images as mp4 instead of per-frame images")
     r.add_argument("--keep-failed", action="store_true", help="also keep episodes that did not succeed")
@@ -84,7 +107,8 @@ def register(add_verb: AddVerb) -> None:
         "example: embodied-ws bag2lerobot demo_bags/ --out data/demo --map config/data/bag_map.yaml",
     )
     b.add_argument("bags", nargs="+", metavar="BAG", help="rosbag2 folders, one episode each, or folders of them")
-    b.add_argument("--out", required=True, help="dataset folder to write")
+    b.add_argument("--out", required=True, help="dataset folder to create (a folder that is not ours is refused)")
+    b.add_argument("--overwrite", action="store_true", help="replace an earlier bag2lerobot dataset at --out")
     b.add_argument("--map", help="topic → feature mapping YAML (default: config/data/bag_map.yaml)")
 
     lb = add_verb(
@@ -95,5 +119,6 @@ def register(add_verb: AddVerb) -> None:
         "example: embodied-ws lerobot2bag data/demo --out demo_bags",
     )
     lb.add_argument("dataset", help="LeRobotDataset v3 folder")
-    lb.add_argument("--out", required=True, help="folder to write the episode bags into (must not exist)")
+    lb.add_argument("--out", required=True, help="folder to create for the episode bags (one not ours is refused)")
+    lb.add_argument("--overwrite", action="store_true", help="replace an earlier lerobot2bag output at --out")
     lb.add_argument("--map", help="topic → feature mapping YAML (default: the one the dataset was made with)")

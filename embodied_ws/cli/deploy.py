@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from embodied_ws.cli.argtypes import nonneg_float
 from embodied_ws.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -22,7 +24,10 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
     if args.dry_run:
         overrides.append("deploy.dry_run=true")
     # everything the user can get wrong is checked before ROS starts: one line, exit 2
-    core = ControlCore(resolve_target(args.path, overrides))
+    path = Path(args.path).expanduser()
+    if not path.exists() and (Path(args.runs) / args.path).exists():
+        path = Path(args.runs) / args.path  # a run name under --runs, like eval and gap
+    core = ControlCore(resolve_target(path, overrides))
     if args.check:
         out = {"robot": core.env.robot.name, "rate_hz": core.rate_hz, "state_joints": core.state_joints,
                "lower": core.limits.lower.tolist(), "upper": core.limits.upper.tolist(),
@@ -50,8 +55,13 @@ def register(add_verb: AddVerb) -> None:
         "more:    embodied-ws deploy runs/reach1/policy --set deploy.max_velocity=1.0 --set deploy.soft_start_s=3\n"
         "         embodied-ws deploy runs/reach1 --check --json     # validate policy, robot and limits only",
     )
-    d.add_argument("path", metavar="RUN_OR_POLICY_DIR", help="run folder (runs/NAME) or its policy/ folder")
+    d.add_argument(
+        "path", metavar="RUN_OR_POLICY_DIR", help="run name under --runs, a run folder or its policy/ folder"
+    )
+    d.add_argument("--runs", default="runs", help="runs folder for a run name (default: runs)")
     d.add_argument("--dry-run", action="store_true", help="compute and log commands, publish nothing")
     d.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config value (deploy.*); repeatable")
-    d.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (default: until Ctrl-C)")
+    d.add_argument(
+        "--duration", type=nonneg_float(), default=0.0, help="stop after this many seconds (default: until Ctrl-C)"
+    )
     d.add_argument("--check", action="store_true", help="validate the policy against the robot and print the limits")

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from embodied_ws.cli.argtypes import positive_float, positive_int
 from embodied_ws.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -29,8 +30,6 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from embodied_ws.rl.hwplan import make_plan, parse_count, plan_lines
 
     cfg, _ = _config(args)
-    if args.probe_seconds <= 0:
-        raise UserError(f"must be > 0, got {args.probe_seconds}", "--probe-seconds")
     plan = make_plan(
         cfg,
         load_dr(cfg.dr),
@@ -48,9 +47,6 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     from embodied_ws.rl.tune import TuneJob, load_space, tune
 
     cfg, overrides = _config(args)
-    for flag in ("trials", "steps", "eval_every", "eval_episodes", "jobs"):
-        if getattr(args, flag) <= 0:
-            raise UserError(f"must be > 0, got {getattr(args, flag)}", f"--{flag.replace('_', '-')}")
     if args.eval_every > args.steps:
         raise UserError(f"must be <= --steps ({args.steps}), got {args.eval_every}", "--eval-every")
     params = load_space(args.space, cfg.env.task)
@@ -66,7 +62,11 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         study=args.name,
         seed=cfg.train.seed,
     )
-    result = tune(job, out, args.trials, args.jobs, args.ray, args.ray_address, progress=not args.json)
+    from embodied_ws.core.outputs import output_folder
+
+    # one tune per study folder at a time; a folder that is not ours is refused; a study of ours resumes
+    with output_folder(out, "tune", adds=True, flag="--name"):
+        result = tune(job, out, args.trials, args.jobs, args.ray, args.ray_address, progress=not args.json)
     if args.json:
         print(json.dumps(result))
         return 0
@@ -113,11 +113,17 @@ def register(add_verb: AddVerb) -> None:
         "example: embodied-ws plan --robot arm3 --task reach --steps-per-s 50000 --learner-steps-per-s 20000 --json",
     )
     _common(p)
-    p.add_argument("--steps-per-s", type=float, required=True, help="target aggregate env-steps/s of sampling")
-    p.add_argument("--learner-steps-per-s", type=float, help="env-steps/s the learner consumes with free data")
+    p.add_argument(
+        "--steps-per-s", type=positive_float(1e9), required=True, help="target aggregate env-steps/s of sampling"
+    )
+    p.add_argument(
+        "--learner-steps-per-s", type=positive_float(1e9), help="env-steps/s the learner consumes with free data"
+    )
     p.add_argument("--vla-params", default="450M", help="VLA parameter count, e.g. 450M (SmolVLA) or 3.3B (pi0)")
-    p.add_argument("--llm-ctx", type=int, default=8192, help="assistant context length for its KV cache")
-    p.add_argument("--probe-seconds", type=float, default=0.5, help="CPU seconds per probed batch size")
+    p.add_argument(
+        "--llm-ctx", type=positive_int(10_000_000), default=8192, help="assistant context length for its KV cache"
+    )
+    p.add_argument("--probe-seconds", type=positive_float(60.0), default=0.5, help="CPU seconds per probed batch size")
 
     t = add_verb(
         "tune",
@@ -131,10 +137,14 @@ def register(add_verb: AddVerb) -> None:
     t.add_argument("--space", help="search-space YAML (default: PPO settings + the task's reward weights)")
     t.add_argument("--name", default="tune", help="study name: folder under --runs (default: tune)")
     t.add_argument("--runs", default="runs", help="runs folder (default: runs)")
-    t.add_argument("--trials", type=int, default=20, help="trials in all (default: 20)")
-    t.add_argument("--steps", type=int, default=100_000, help="env steps per trial (default: 100000)")
-    t.add_argument("--eval-every", type=int, default=25_000, help="env steps between evaluations (pruning points)")
-    t.add_argument("--eval-episodes", type=int, default=32, help="episodes per evaluation (default: 32)")
-    t.add_argument("--jobs", type=int, default=1, help="parallel trials (processes, or Ray tasks with --ray)")
+    t.add_argument("--trials", type=positive_int(), default=20, help="trials in all (default: 20)")
+    t.add_argument("--steps", type=positive_int(10**12), default=100_000, help="env steps per trial (default: 100000)")
+    t.add_argument(
+        "--eval-every", type=positive_int(10**12), default=25_000, help="env steps between evaluations (pruning points)"
+    )
+    t.add_argument("--eval-episodes", type=positive_int(), default=32, help="episodes per evaluation (default: 32)")
+    t.add_argument(
+        "--jobs", type=positive_int(4096), default=1, help="parallel trials (processes, or Ray tasks with --ray)"
+    )
     t.add_argument("--ray", action="store_true", help="run the parallel trials as Ray tasks")
     t.add_argument("--ray-address", help="Ray cluster to join (default: start a local one)")

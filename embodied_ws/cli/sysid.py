@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from embodied_ws.cli.argtypes import finite_float, nonneg_int, positive_float, positive_int, seed_int
 from embodied_ws.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -35,6 +37,9 @@ def _cmd_record(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists():
         raise UserError("bag already exists (choose another --out)", str(out))
+    from embodied_ws.core.outputs import check_creatable
+
+    check_creatable(out)  # an unwritable place: one line before ROS starts
     from embodied_ws.ros.recorder import record, topic_types
 
     result = record(out, topic_types(topics, args.controller), args.duration)
@@ -53,6 +58,9 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists():
         raise UserError("bag already exists (choose another --out)", str(out))
+    from embodied_ws.core.outputs import check_creatable
+
+    check_creatable(out)
     robot = _robot(args.robot)
     from embodied_ws.ros.sysid_collect import collect
 
@@ -62,6 +70,14 @@ def _cmd_collect(args: argparse.Namespace) -> int:
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
+    from embodied_ws.core.outputs import output_folder
+
+    out = Path(args.out)
+    with output_folder(out, "sysid fit", args.overwrite):  # locked, refused before the fit if not ours
+        return _fit(args, out)
+
+
+def _fit(args: argparse.Namespace, out: Path) -> int:
     from rich.progress import Progress
 
     from embodied_ws.config.loader import read_yaml, resolve_preset
@@ -76,35 +92,45 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     unknown = [p for p in params if p not in FIT_PARAMS]
     if unknown:
         raise UserError(f"cannot fit {unknown[0]!r} (fittable: {', '.join(FIT_PARAMS)})", "--params")
-    if args.max_latency < 0:
-        raise UserError(f"must be >= 0, got {args.max_latency}", "--max-latency")
     latencies = range(args.max_latency + 1)
     with Progress(disable=args.json, transient=True) as bar:
         task = bar.add_task("fitting latency candidates", total=len(latencies))
         result = fit(robot, rec, latencies, params, args.segment, on_step=lambda _: bar.advance(task))
     sims = overlays(robot, rec, result, args.segment)
     base, _ = read_yaml(resolve_preset(args.base_dr, "dr"))
-    info = write_outputs(Path(args.out), result, rec, robot.name, str(bag), base or {}, sims)
+    info = write_outputs(out, result, rec, robot.name, str(bag), base or {}, sims)
     _print(args, info)
     return 0
 
 
 def _cmd_gap(args: argparse.Namespace) -> int:
+    from embodied_ws.core.outputs import output_folder
     from embodied_ws.randomization.plant import load_plant
-    from embodied_ws.sysid.gap import gap_on_bag, gap_on_plant
+    from embodied_ws.sysid.gap import gap_on_bag, gap_on_plant, run_config
 
     run = Path(args.run)
     run_dir = run if run.is_dir() else Path(args.runs) / args.run
     if (args.plant is None) == (args.real is None):
         raise UserError("give exactly one of --plant FILE (stand-in) or --real BAG (recorded deployment)", "gap")
-    out = Path(args.out) if args.out else run_dir / "gap"
-    if args.plant:
-        result = gap_on_plant(run_dir, load_plant(args.plant), out, args.episodes, args.seed)
-    else:
-        sim_plant = load_plant(args.sim_plant) if args.sim_plant else None
-        result = gap_on_bag(run_dir, Path(args.real), out, sim_plant)
+    plant = load_plant(args.plant) if args.plant else None
+    sim_plant = load_plant(args.sim_plant) if args.sim_plant else None
+    out = Path(args.out) if args.out else default_gap_folder(run_dir, args.plant, args.real)
+    if not args.out:
+        run_config(run_dir)  # not a run folder: say so before creating anything in it
+    with output_folder(out, "gap", args.overwrite):
+        if plant is not None:
+            result = gap_on_plant(run_dir, plant, out, args.episodes, args.seed)
+        else:
+            result = gap_on_bag(run_dir, Path(args.real), out, sim_plant)
     _print(args, result)
     return 0
+
+
+def default_gap_folder(run_dir: Path, plant: str | None, real: str | None) -> Path:
+    """``RUN/gap/plant-<plant file stem>`` or ``RUN/gap/real-<bag folder name>``: a report per mode and source."""
+    if plant:
+        return run_dir / "gap" / f"plant-{Path(plant).stem}"
+    return run_dir / "gap" / f"real-{Path(real or 'bag').resolve().name}"
 
 
 def register(add_verb: AddVerb) -> None:
@@ -117,7 +143,7 @@ def register(add_verb: AddVerb) -> None:
     )
     r.add_argument("--out", required=True, help="bag folder to create")
     r.add_argument("--topics", nargs="+", help="topics (default: /joint_states, commands, task, estop, diagnostics)")
-    r.add_argument("--duration", type=float, help="seconds to record (default: until Ctrl-C)")
+    r.add_argument("--duration", type=positive_float(), help="seconds to record (default: until Ctrl-C)")
     r.add_argument("--controller", default="joint_group_position_controller", help="commands topic's controller")
 
     s = add_verb(
@@ -139,12 +165,19 @@ def register(add_verb: AddVerb) -> None:
     )
     c.set_defaults(fn=_cmd_collect)
     c.add_argument("--robot", required=True, help="robot name or MJCF path")
-    c.add_argument("--duration", type=float, default=30.0, help="seconds of excitation (default 30)")
+    c.add_argument("--duration", type=positive_float(), default=30.0, help="seconds of excitation (default 30)")
     c.add_argument("--out", required=True, help="bag folder to create")
     c.add_argument("--controller", default="joint_group_position_controller")
-    c.add_argument("--seed", type=int, default=0)
-    c.add_argument("--max-step", type=float, default=0.5, help="largest set-point change per command (rad)")
-    c.add_argument("--wait", type=float, default=10.0, help="seconds to wait for the first /joint_states")
+    c.add_argument("--seed", type=seed_int(), default=0)
+    c.add_argument(
+        "--max-step",
+        type=finite_float(0.0, math.pi, low_inclusive=False),
+        default=0.5,
+        help="largest set-point change per command (rad, at most pi)",
+    )
+    c.add_argument(
+        "--wait", type=positive_float(3600.0), default=10.0, help="seconds to wait for the first /joint_states"
+    )
     c.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
     f = sub.add_parser(
@@ -161,9 +194,10 @@ def register(add_verb: AddVerb) -> None:
     f.add_argument("bag", help="bag folder (from sysid collect or record)")
     f.add_argument("--robot", required=True, help="robot name or MJCF path the bag was recorded on")
     f.add_argument("--out", required=True, help="folder for fit.yaml, dr.yaml, fit.json, overlays")
-    f.add_argument("--max-latency", type=int, default=4, help="largest latency candidate (control periods)")
+    f.add_argument("--overwrite", action="store_true", help="replace an earlier sysid fit in --out")
+    f.add_argument("--max-latency", type=nonneg_int(50), default=4, help="largest latency candidate (control periods)")
     f.add_argument("--params", help="comma-separated DR parameters to fit (default: all five)")
-    f.add_argument("--segment", type=float, default=4.0, help="replay segment length in seconds")
+    f.add_argument("--segment", type=positive_float(3600.0), default=4.0, help="replay segment length in seconds")
     f.add_argument("--base-dr", default="default", help="DR preset or YAML re-centred into dr.yaml")
     f.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
@@ -179,6 +213,7 @@ def register(add_verb: AddVerb) -> None:
     g.add_argument("--plant", help="plant YAML: compare sim with an in-process stand-in robot")
     g.add_argument("--real", help="bag of a recorded deployment: compare it with its commands replayed in sim")
     g.add_argument("--sim-plant", help="with --real: simulate this plant (e.g. a sysid fit.yaml) instead of nominal")
-    g.add_argument("--episodes", type=int, default=50)
-    g.add_argument("--seed", type=int, default=1234)
-    g.add_argument("--out", help="report folder (default: RUN/gap)")
+    g.add_argument("--episodes", type=positive_int(), default=50)
+    g.add_argument("--seed", type=seed_int(), default=1234)
+    g.add_argument("--out", help="report folder (default: RUN/gap/plant-<plant file stem> or RUN/gap/real-<bag name>)")
+    g.add_argument("--overwrite", action="store_true", help="replace an earlier gap report in that folder")

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from embodied_ws.cli.argtypes import positive_int
 from embodied_ws.cli.robot import add_robot_options
 from embodied_ws.core.errors import UserError
 
@@ -93,7 +94,12 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         metrics = evaluate_on_plant(run_dir, load_plant(args.plant), args.episodes)
         print(json.dumps(metrics) if args.json else "\n".join(f"{k}: {v}" for k, v in metrics.items()))
         return 0
-    metrics = evaluate_run(run_dir, args.episodes, video=not args.no_video, progress=not args.json)
+    from embodied_ws.core.outputs import output_folder
+
+    if not (run_dir / "config.yaml").is_file():
+        raise UserError("not a run folder (no config.yaml)", str(run_dir))
+    with output_folder(run_dir / "eval", "eval", args.overwrite, flag="run"):  # one evaluation writes it at a time
+        metrics = evaluate_run(run_dir, args.episodes, video=not args.no_video, progress=not args.json)
     print(json.dumps(metrics) if args.json else "\n".join(f"{k}: {v}" for k, v in metrics.items()))
     return 0
 
@@ -138,8 +144,9 @@ def register(add_verb: AddVerb) -> None:
     )
     e.add_argument("run", help="run name under --runs, or a run folder")
     e.add_argument("--runs", default="runs")
-    e.add_argument("--episodes", type=int, default=20)
+    e.add_argument("--episodes", type=positive_int(), default=20)
     e.add_argument("--no-video", action="store_true", help="skip the mp4")
     e.add_argument("--plant", help="evaluate on a stand-in robot with this plant YAML (no video)")
+    e.add_argument("--overwrite", action="store_true", help="replace the run's earlier eval/ results")
 
     add_verb("robots", _cmd_robots, "List the registered robots and tasks.", "example: embodied-ws robots --json")

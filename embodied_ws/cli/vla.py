@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from embodied_ws.cli.argtypes import positive_int
 from embodied_ws.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -134,7 +135,7 @@ def register(add_verb: AddVerb) -> None:
     e.set_defaults(vla_fn=_cmd_eval)
     e.add_argument("run", help="run name under --runs, or a run folder")
     e.add_argument("--runs", default="runs")
-    e.add_argument("--episodes", type=int, default=10)
+    e.add_argument("--episodes", type=positive_int(), default=10)
     e.add_argument("--device", default="cpu")
     e.add_argument("--no-video", action="store_true")
     e.add_argument("--json", action="store_true", help="print machine-readable JSON")

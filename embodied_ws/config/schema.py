@@ -9,6 +9,54 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from embodied_ws.core.ranges import Range
+
+#: the most env steps a budget or interval may name
+STEPS_MAX = 10**13
+#: the largest seed (NumPy's legacy seeding takes 32 bits; seed + env index must fit)
+SEED_MAX = 2**31 - 1
+#: the most episodes an evaluation may run
+COUNT_MAX = 1_000_000
+#: the range of a reward-term weight
+WEIGHT = (-1e6, 1e6)
+
+
+def num(
+    default: Any,
+    low: float | None,
+    high: float | None,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+    text: str = "",
+) -> Any:
+    """A numeric field whose range is declared here, once: the loader refuses values outside it, NaN and inf.
+
+    :param default: the field's default (None for an optional number)
+    :param low: smallest allowed value
+    :param high: largest allowed value
+    :param low_open: ``low`` itself is not allowed
+    :param high_open: ``high`` itself is not allowed
+    :param text: the range in words, when the bounds alone would mislead
+    """
+    return field(default=default, metadata={"range": Range(low, high, low_open, high_open, text)})
+
+
+def within(low: float, high: float) -> dict[str, Range]:
+    """Field metadata declaring that every item of a list of numbers lies in ``[low, high]`` (see :func:`num`).
+
+    :param low: smallest allowed item
+    :param high: largest allowed item
+    """
+    return {"range": Range(low, high)}
+
+
+def declared_range(f: Any) -> Range | None:
+    """The :class:`Range` a dataclass field declares (None: not a number, or undeclared)."""
+    r = f.metadata.get("range")
+    return r if isinstance(r, Range) else None
+
+
 #: names of the vec-env backends registered in ``embodied_ws.rl.backends.BACKENDS`` (a test keeps both in step)
 VecEnvName = Literal["mujoco", "subproc", "dummy", "ros", "ray"]
 
@@ -31,6 +79,9 @@ class EnvConfig:
     :param ee_speed_limit: delta mode, for a model that states no joint velocity limits: the largest
         end-effector speed (m/s) all arm joints together may command at the home pose,
         ``Σ_j |J_j| · Δq_j / control period`` (``J_j``: the joint's end-effector Jacobian column); 0: no bound
+    :param servo_damping: ``auto`` adds joint damping to position servos the dynamics probe finds
+        underdamped (they overshoot a step: ``kv = 0`` on a lightly damped joint), up to critical damping at
+        the home pose; ``off`` (default) leaves the model's physics as the user wrote it
     :param camera_obs: add an rgb image to the observation (single env only)
     :param camera: camera name for rendering and camera observations (first camera when empty)
     :param image_size: [height, width] of camera observations
@@ -41,15 +92,16 @@ class EnvConfig:
     robot_args: list[str] = field(default_factory=list)
     package_paths: list[str] = field(default_factory=list)
     task: str = "reach"
-    frame_skip: int = 20
-    episode_steps: int = 50
+    frame_skip: int = num(20, 0, 10_000, low_open=True)
+    episode_steps: int = num(50, 0, 10_000_000, low_open=True)
     action_mode: Literal["delta", "absolute"] = "delta"
-    delta_scale: float = 0.1
-    ee_speed_limit: float = 5.5
+    delta_scale: float = num(0.1, 0.0, 2.0, low_open=True)
+    ee_speed_limit: float = num(5.5, 0.0, 1000.0)
+    servo_damping: Literal["off", "auto"] = "off"
     camera_obs: bool = False
     camera: str = ""
-    image_size: list[int] = field(default_factory=lambda: [96, 96])
-    render_size: list[int] = field(default_factory=lambda: [240, 320])
+    image_size: list[int] = field(default_factory=lambda: [96, 96], metadata=within(1, 4096))
+    render_size: list[int] = field(default_factory=lambda: [240, 320], metadata=within(1, 4096))
 
 
 @dataclass
@@ -74,15 +126,15 @@ class TaskConfig:
     """
 
     ee_body: str = ""
-    success_threshold: float = 0.05
-    target_min_z: float | None = None
-    target_joint_margin: float = 0.0
-    init_noise: float = 0.1
-    distance_weight: float = 1.0
-    velocity_weight: float = 0.001
-    success_bonus: float = 0.5
-    precision_weight: float = 0.0
-    approach_speed: float = 0.0
+    success_threshold: float = num(0.05, 0.0, 100.0, low_open=True)
+    target_min_z: float | None = num(None, -1000.0, 1000.0)
+    target_joint_margin: float = num(0.0, 0.0, 0.5, high_open=True)
+    init_noise: float = num(0.1, 0.0, 100.0)
+    distance_weight: float = num(1.0, *WEIGHT)
+    velocity_weight: float = num(0.001, *WEIGHT)
+    success_bonus: float = num(0.5, *WEIGHT)
+    precision_weight: float = num(0.0, *WEIGHT)
+    approach_speed: float = num(0.0, 0.0, 1000.0)
 
 
 @dataclass
@@ -92,19 +144,19 @@ class PPOConfig:
     :param lr_schedule: ``constant`` or ``linear`` (decays to 0 over the run: a settled final policy)
     """
 
-    learning_rate: float = 3e-4
+    learning_rate: float = num(3e-4, 0.0, 1.0, low_open=True)
     lr_schedule: Literal["constant", "linear"] = "constant"
-    n_steps: int = 64
-    batch_size: int = 256
-    n_epochs: int = 10
-    gamma: float = 0.97
-    gae_lambda: float = 0.95
-    clip_range: float = 0.2
-    ent_coef: float = 0.0
-    vf_coef: float = 0.5
-    max_grad_norm: float = 0.5
-    net_arch: list[int] = field(default_factory=lambda: [64, 64])
-    log_std_init: float = -0.5
+    n_steps: int = num(64, 0, 10_000_000, low_open=True)
+    batch_size: int = num(256, 0, 10_000_000, low_open=True)
+    n_epochs: int = num(10, 0, 10_000, low_open=True)
+    gamma: float = num(0.97, 0.0, 1.0, low_open=True)
+    gae_lambda: float = num(0.95, 0.0, 1.0)
+    clip_range: float = num(0.2, 0.0, 10.0, low_open=True)
+    ent_coef: float = num(0.0, 0.0, 1000.0)
+    vf_coef: float = num(0.5, 0.0, 1000.0)
+    max_grad_norm: float = num(0.5, 0.0, 1e6, low_open=True)
+    net_arch: list[int] = field(default_factory=lambda: [64, 64], metadata=within(1, 65_536))
+    log_std_init: float = num(-0.5, -20.0, 20.0)
     device: str = "auto"
 
 
@@ -120,8 +172,8 @@ class RayConfig:
     """
 
     address: str = ""
-    actors: int = 2
-    cpus_per_actor: float = 1.0
+    actors: int = num(2, 0, 100_000, low_open=True)
+    cpus_per_actor: float = num(1.0, 0.0, 1024.0, low_open=True)
 
 
 @dataclass
@@ -152,21 +204,21 @@ class TrainConfig:
     :param ray: the Ray backend's cluster and actors (used with ``vec_env: ray``)
     """
 
-    total_timesteps: int = 300_000
-    n_envs: int = 32
+    total_timesteps: int = num(300_000, 0, STEPS_MAX, low_open=True)
+    n_envs: int = num(32, 0, 100_000, low_open=True)
     vec_env: VecEnvName = "mujoco"
-    seed: int = 0
+    seed: int = num(0, 0, SEED_MAX)
     normalize_obs: bool = True
-    checkpoint_every: int = 50_000
-    keep_checkpoints: int = 3
-    eval_every: int = 25_000
-    eval_episodes: int = 32
-    target_success: float | None = 0.95
-    final_eval_episodes: int = 256
-    confirm_success: float | None = None
-    confirm_episodes: int = 1024
-    curriculum_steps: int = 0
-    max_minutes: float = 0.0
+    checkpoint_every: int = num(50_000, 0, STEPS_MAX)
+    keep_checkpoints: int = num(3, 0, 1_000_000)
+    eval_every: int = num(25_000, 0, STEPS_MAX)
+    eval_episodes: int = num(32, 0, COUNT_MAX)
+    target_success: float | None = num(0.95, 0.0, 1.0)
+    final_eval_episodes: int = num(256, 0, COUNT_MAX)
+    confirm_success: float | None = num(None, 0.0, 1.0)
+    confirm_episodes: int = num(1024, 0, COUNT_MAX, low_open=True)
+    curriculum_steps: int = num(0, 0, STEPS_MAX)
+    max_minutes: float = num(0.0, 0.0, 1e7)
     ray: RayConfig = field(default_factory=RayConfig)
 
 
@@ -189,11 +241,11 @@ class RosConfig:
     sim_node: str = "/mujoco_sim_node"
     controller: str = "joint_group_position_controller"
     command_topic: str = ""
-    timeout_s: float = 1.0
-    retries: int = 3
+    timeout_s: float = num(1.0, 0.0, 3600.0, low_open=True)
+    retries: int = num(3, 0, 1000)
     on_lost: Literal["stop", "wait"] = "stop"
-    lost_wait_s: float = 30.0
-    stale_s: float = 0.2
+    lost_wait_s: float = num(30.0, 0.0, 1e6)
+    stale_s: float = num(0.2, 0.0, 3600.0, low_open=True)
 
 
 @dataclass
@@ -235,25 +287,25 @@ class VLAConfig:
     vlm_model_name: str = "HuggingFaceTB/SmolVLM2-500M-Video-Instruct"
     load_vlm_weights: bool = True
     lora: bool = True
-    lora_rank: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.05
+    lora_rank: int = num(16, 0, 4096, low_open=True)
+    lora_alpha: int = num(32, 0, 100_000, low_open=True)
+    lora_dropout: float = num(0.05, 0.0, 1.0, high_open=True)
     target_modules: str = ""
     load_in_4bit: bool = False
-    steps: int = 2000
-    batch_size: int = 8
-    learning_rate: float = 1e-4
-    chunk_size: int = 50
-    n_action_steps: int = 10
-    image_size: list[int] = field(default_factory=lambda: [512, 512])
-    checkpoint_every: int = 500
-    eval_episodes: int = 10
+    steps: int = num(2000, 0, STEPS_MAX, low_open=True)
+    batch_size: int = num(8, 0, 1_000_000, low_open=True)
+    learning_rate: float = num(1e-4, 0.0, 1.0, low_open=True)
+    chunk_size: int = num(50, 0, 100_000, low_open=True)
+    n_action_steps: int = num(10, 0, 100_000, low_open=True)
+    image_size: list[int] = field(default_factory=lambda: [512, 512], metadata=within(1, 4096))
+    checkpoint_every: int = num(500, 0, STEPS_MAX)
+    eval_episodes: int = num(10, 0, COUNT_MAX)
     device: str = "auto"
-    num_workers: int = 0
-    seed: int = 0
-    max_idle_ratio: float = 0.3
-    max_tracking_error: float = 0.1
-    memory_margin: float = 0.9
+    num_workers: int = num(0, 0, 1024)
+    seed: int = num(0, 0, SEED_MAX)
+    max_idle_ratio: float = num(0.3, 0.0, 1.0)
+    max_tracking_error: float = num(0.1, 0.0, 1000.0)
+    memory_margin: float = num(0.9, 0.0, 1.0, low_open=True)
     rename_map: Any = None
 
 
@@ -287,21 +339,21 @@ class DeployConfig:
     """
 
     robot: str = ""
-    rate_hz: float = 0.0
+    rate_hz: float = num(0.0, 0.0, 10_000.0)
     controller: str = "joint_group_position_controller"
     command_topic: str = ""
     dry_run: bool = False
     limits_file: str = ""
-    limit_margin: float = 0.02
-    max_step: float = 0.1
-    max_velocity: float = 2.0
-    soft_start_s: float = 2.0
-    state_timeout_s: float = 0.25
+    limit_margin: float = num(0.02, 0.0, 0.5, high_open=True)
+    max_step: float = num(0.1, 0.0, 10.0, low_open=True)
+    max_velocity: float = num(2.0, 0.0, 1000.0, low_open=True)
+    soft_start_s: float = num(2.0, 0.0, 3600.0)
+    state_timeout_s: float = num(0.25, 0.0, 3600.0, low_open=True)
     on_state_timeout: str = "hold"
-    safe_pose: list[float] = field(default_factory=list)
-    inference_timeout_s: float = 0.02
-    diagnostics_hz: float = 1.0
-    realtime_priority: int = 0
+    safe_pose: list[float] = field(default_factory=list, metadata=within(-1000.0, 1000.0))
+    inference_timeout_s: float = num(0.02, 0.0, 60.0)
+    diagnostics_hz: float = num(1.0, 0.0, 1000.0, low_open=True)
+    realtime_priority: int = num(0, 0, 99, text="0 (off) or 1-99")
 
 
 @dataclass

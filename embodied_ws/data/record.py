@@ -94,13 +94,15 @@ def record_demos(
     video: bool = False,
     keep_failed: bool = False,
     progress: bool = True,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Record ``episodes`` demonstrations into ``out`` (LeRobotDataset v3); returns a summary.
 
     :param robot: robot name or MJCF path
     :param task: registered task (a scripted expert exists for ``reach`` and ``reach_color``)
     :param episodes: number of episodes to keep
-    :param out: dataset folder (replaced atomically)
+    :param out: dataset folder: new, empty, or an earlier ``record-demos`` output with ``overwrite``
+        (replaced atomically); a folder that is not ours is refused
     :param policy_run: run folder whose exported policy acts instead of the expert
     :param seed: seed of the first episode (episode ``i`` uses ``seed + i``)
     :param image_size: [height, width] of the camera images
@@ -108,6 +110,7 @@ def record_demos(
     :param video: store images as mp4 instead of per-frame images
     :param keep_failed: keep failed episodes too (default: drop them, at most ``episodes`` extra tries)
     :param progress: show a progress bar
+    :param overwrite: replace an earlier ``record-demos`` dataset at ``out``
     """
     from embodied_ws.sim.env import RobotEnv
 
@@ -127,7 +130,7 @@ def record_demos(
     feats = features_for(r.joint_names, r.actuator_names, {camera: (size[0], size[1])}, video)
     attempts, kept, successes = 0, 0, 0
     instructions: set[str] = set()
-    with create_dataset(out, fps, feats, r.name, video) as ds:
+    with create_dataset(out, fps, feats, r.name, video, "record-demos", overwrite) as ds:
         for _ in progress_iter(episodes, "record-demos", progress):
             while True:
                 frames, ok, instruction = rollout(env, actor, seed + attempts, camera)

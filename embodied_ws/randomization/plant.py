@@ -16,6 +16,7 @@ in this format too (``fit.yaml``), so a fit can be used as a plant.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -86,13 +87,22 @@ def parse_plant(data: object, source: str = "plant", lines: dict[str, int] | Non
     """
     lines = lines or {}
     spec = parse_dr(data, source, lines)
+    if not spec.params:  # an empty file would silently be the nominal robot
+        raise ConfigError("a plant sets at least one parameter: params: {NAME: {range: [v, v], mode: ...}}", source)
+    if not spec.enabled:
+        where = f"{source}:{lines['enabled']}" if "enabled" in lines else source
+        raise ConfigError("a plant is always applied: remove enabled: false", where)
     for p in spec.params:
         key = f"params.{p.name}.range"
         where = f"{source}:{lines[key]}" if key in lines else f"{source}:{key}"
+        if not math.isfinite(p.low) or not math.isfinite(p.high):
+            raise ConfigError(f"{p.name} must be a finite number, got [{p.low:g}, {p.high:g}]", where)
         if p.low != p.high:
             raise ConfigError(
                 f"a plant has fixed values: use range: [v, v] (got [{p.low:g}, {p.high:g}] for {p.name})", where
             )
+        if p.mode == "scale" and p.low <= 0 and not isinstance(APPLIERS.get(p.name), EnvApplier):
+            raise ConfigError(f"a scale must be > 0 (1: nominal), got {p.low:g} for {p.name}", where)
         if p.when != "reset":
             raise ConfigError(f"a plant value is fixed: when must be reset, got {p.when!r}", where)
         if p.name == "obs_latency":

@@ -23,6 +23,7 @@ from embodied_ws.config.loader import load_dr, to_dict
 from embodied_ws.config.schema import RunConfig
 from embodied_ws.core.atomic import write_bytes_atomic
 from embodied_ws.core.errors import EnvLost, UserError
+from embodied_ws.core.outputs import FolderLock, claim, make_folder, read_marker
 from embodied_ws.rl import callbacks as cb
 from embodied_ws.rl.backends import backend_for, env_hooks, make_vec_env
 from embodied_ws.rl.checkpoint import latest_checkpoint, load_vecnormalize, read_state, restore_rng, save_checkpoint
@@ -134,6 +135,7 @@ class TrainingRun:
         from stable_baselines3.common.logger import configure
 
         cfg = self.cfg
+        self._own_run_dir()
         ckpt = latest_checkpoint(self.ckpt_root)
         if self.resume and ckpt is None:
             raise UserError("no complete checkpoint to resume from", str(self.ckpt_root))
@@ -141,7 +143,7 @@ class TrainingRun:
             raise UserError(
                 "run already exists; pass --resume to continue it or choose another --name", str(self.run_dir)
             )
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        make_folder(self.run_dir, "train")
         save_run_config(self.run_dir, cfg)
         save_generated_model(self.run_dir, cfg)  # a URDF/xacro robot: the MJCF that is simulated
         self.dr = load_dr(cfg.dr)
@@ -156,6 +158,14 @@ class TrainingRun:
         else:
             self.model = PPO("MlpPolicy", self.venv, **ppo_kwargs(cfg))
         self.model.set_logger(configure(str(self.run_dir / "tb"), ["tensorboard"]))
+
+    def _own_run_dir(self) -> None:
+        """Lock the run folder for this run's whole life (a second ``train --name`` gets one line naming this
+        PID) and check it is ours: new, empty, this verb's, or (``--resume``) a run from before the marker."""
+        self._stack.callback(FolderLock(self.run_dir, "train").acquire().release)
+        older = self.resume and read_marker(self.run_dir) is None and (self.run_dir / "config.yaml").is_file()
+        if not older:
+            claim(self.run_dir, "train", adds=True, flag="--name")
 
     def make_eval_env(self, n_envs: int, seed: int) -> Any:
         """Envs of the backend's evaluation backend, closed with the run.

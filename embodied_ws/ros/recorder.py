@@ -8,7 +8,9 @@ subscription delivers them, no deserialization), the excitation signal is
 from __future__ import annotations
 
 import importlib
+import shutil
 import signal
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -114,17 +116,36 @@ def spin_for(nodes: list[Node], duration: float | None, done: Callable[[], bool]
 def record(
     out: Path, topics: dict[str, str], duration: float | None, custom_data: dict[str, str] | None = None
 ) -> dict:
-    """``embodied-ws record``: record ``topics`` into a new bag ``out`` for ``duration`` s (None: until Ctrl-C)."""
+    """``embodied-ws record``: record ``topics`` into a new bag ``out`` for ``duration`` s (None: until Ctrl-C).
+
+    The bag folder is created here (it must not exist), so a recording that cannot start (a topic not in
+    the graph) or that got no message at all removes it again and says so (:class:`UserError`).
+    """
     writer = BagWriter(out, custom_data=custom_data)
+    started = False
+    t0 = time.monotonic()
     rclpy.init()
     try:
         node = RecorderNode(writer, topics)
+        started = True
         spin_for([node], duration)
         counts = dict(node.counts)
         node.destroy_node()
     finally:
         writer.close()
         rclpy.try_shutdown()
+        if not started:
+            shutil.rmtree(out, ignore_errors=True)  # the folder this call created, holding no message
+    if not any(counts.values()):
+        shutil.rmtree(out, ignore_errors=True)
+        raise UserError(
+            f"nothing was published on {', '.join(counts)} in {time.monotonic() - t0:.1f} s (no bag written): "
+            "is the robot (or mujoco_sim_node) running, on this ROS_DOMAIN_ID?",
+            "record",
+        )
+    silent = [t for t, n in counts.items() if not n]
+    if silent:
+        print(f"warning: no message on {', '.join(silent)}", file=sys.stderr)
     return {"bag": str(out), "messages": counts}
 
 
