@@ -53,12 +53,14 @@ def make_dataset(
     actions: Callable[[int, int, np.ndarray], np.ndarray] | None = None,
     robot: str = "arm3",
     image: int = IMAGE,
+    video: bool = False,
 ) -> Path:
     """A LeRobotDataset v3 written with LeRobot's writer: smooth joint paths, action = next state, images
-    whose colour follows the state (so the data is learnable). ``states``/``actions`` override per frame."""
+    whose colour follows the state (so the data is learnable). ``states``/``actions`` override per frame;
+    ``video``: images stored as mp4."""
     joints = joints or JOINTS
-    feats = features_for(joints, joints, {"overview": (image, image)})
-    with create_dataset(root, fps, feats, robot) as ds:
+    feats = features_for(joints, joints, {"overview": (image, image)}, video=video)
+    with create_dataset(root, fps, feats, robot, video=video) as ds:
         for ep in range(episodes):
             for k in range(length):
                 q = states(ep, k) if states else 0.3 * np.sin(0.1 * k + ep + np.arange(len(joints)))
@@ -77,3 +79,25 @@ def make_dataset(
             ds.save_episode()
     write_sidecar(root, {"robot": robot, "joints": {"names": joints}})
     return root
+
+
+def set_values(path: Path, column: str, rows: list[int], entry: int, value: float) -> None:
+    """Write ``value`` into entry ``entry`` of the list column ``column`` at ``rows`` of a LeRobot parquet file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    a = np.stack(table.column(column).to_numpy(zero_copy_only=False)).astype(np.float32)
+    a[rows, entry] = value
+    arr = pa.FixedSizeListArray.from_arrays(pa.array(a.reshape(-1)), a.shape[1])
+    table = table.set_column(table.schema.get_field_index(column), table.schema.field(column), arr)
+    pq.write_table(table, path)
+
+
+def row_of(path: Path, episode: int, frame: int) -> int:
+    """Row of ``(episode, frame)`` in a LeRobot parquet file."""
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(path, columns=["episode_index", "frame_index"])
+    ep, fr = t.column("episode_index").to_numpy(), t.column("frame_index").to_numpy()
+    return int(np.flatnonzero((ep == episode) & (fr == frame))[0])

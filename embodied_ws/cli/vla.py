@@ -33,11 +33,23 @@ def _config(args: argparse.Namespace) -> Any:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from embodied_ws.vla.preflight import preflight
+    from embodied_ws.vla.preflight import collect, preflight
 
-    passed, _ = preflight(Path(args.dataset), _config(args), only=args.only, quiet=args.json)
-    if args.json:
-        print(json.dumps({"dataset": args.dataset, "passed": passed, "failed": []}))
+    cfg = _config(args)
+    if not args.json:
+        preflight(Path(args.dataset), cfg, only=args.only)
+        return 0
+    try:
+        passed, findings = collect(Path(args.dataset), cfg, only=args.only)
+    except UserError as exc:  # fatal: not a dataset, another robot's
+        failed = [{"check": "dataset", "where": exc.where, "what": exc.what, "fix": ""}]
+        print(json.dumps({"dataset": args.dataset, "passed": [], "failed": failed}))
+        raise
+    failed = [{"check": f.check, "where": f.where, "what": f.what, "fix": f.fix} for f in findings]
+    print(json.dumps({"dataset": args.dataset, "passed": passed, "failed": failed}))
+    if findings:  # the JSON on stdout lists them all; stderr gets one line, the exit code is 2
+        names = ", ".join(sorted({f.check for f in findings}))
+        raise UserError(f"{len(findings)} failure(s) in {names} (listed in the JSON on stdout)", args.dataset)
     return 0
 
 

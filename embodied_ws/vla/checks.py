@@ -220,6 +220,73 @@ def check_action_range(ctx: CheckContext) -> list[Finding]:
     return out
 
 
+def _nonfinite(column: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Rows and entry positions of the NaN, inf or missing values of a float (or list-of-float) arrow column."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    listy = pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type) or pa.types.is_fixed_size_list(arr.type)
+    base = arr.type.value_type if listy else arr.type
+    if not pa.types.is_floating(base):
+        return np.empty(0, np.int64), np.empty(0, np.int64)  # integers and strings cannot be NaN
+    none = np.empty(0, np.int64)
+    if listy:
+        values = pc.list_flatten(arr).to_numpy(zero_copy_only=False)
+        rows = pc.list_parent_indices(arr).to_numpy()
+        entry = np.arange(len(rows)) - np.searchsorted(rows, rows, side="left")
+        null = np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False)) if arr.null_count else none
+    else:  # a missing scalar reads as NaN
+        values, rows, null = arr.to_numpy(zero_copy_only=False), np.arange(len(arr)), none
+        entry = np.zeros(len(arr), np.int64)
+    bad = ~np.isfinite(values.astype(np.float64))
+    return np.concatenate([rows[bad], null]), np.concatenate([entry[bad], np.zeros(len(null), np.int64)])
+
+
+@CHECKS.register("finite")
+def check_finite(ctx: CheckContext) -> list[Finding]:
+    """Every numeric column of every data file, and the normalization statistics, are finite (no NaN/inf)."""
+    import pyarrow.parquet as pq
+
+    out = []
+    feats = ctx.ds.meta.features
+    for path in sorted((ctx.root / "data").rglob("*.parquet")):
+        table = pq.read_table(path)
+        for name in table.column_names:
+            rows, entry = _nonfinite(table.column(name))
+            if not len(rows):
+                continue
+            first = int(np.argmin(rows))
+            row = int(rows[first])
+            labels = (feats.get(name) or {}).get("names") or []
+            idx = int(entry[first])
+            label = f"[{labels[idx]}]" if isinstance(labels, list) and idx < len(labels) else f"[{idx}]"
+            value = table.column(name)[row].as_py()
+            value = value[idx] if isinstance(value, list) else value
+            ep, fr = (int(table.column(c)[row].as_py()) for c in ("episode_index", "frame_index"))
+            out.append(
+                Finding(
+                    "finite",
+                    f"{path} {name}{label}",
+                    f"{len(rows)} non-finite value(s), the first ({value}) at episode {ep} frame {fr}",
+                    "drop or re-record the episode (or fix what wrote the value); training on it gives a NaN loss",
+                )
+            )
+    for key, stats in (ctx.ds.meta.stats or {}).items():
+        for stat, value in stats.items():
+            v = np.asarray(value)
+            if v.dtype.kind in "fc" and not np.isfinite(v).all():
+                out.append(
+                    Finding(
+                        "finite",
+                        f"{ctx.root / 'meta' / 'stats.json'} {key}.{stat}",
+                        "non-finite normalization statistics",
+                        "fix the data, then recompute meta/stats.json",
+                    )
+                )
+    return out
+
+
 @CHECKS.register("integrity")
 def check_integrity(ctx: CheckContext) -> list[Finding]:
     """Per episode: frame indices 0..n-1, timestamps strictly increasing without gaps (1/fps apart)."""
@@ -248,8 +315,10 @@ def check_replay(ctx: CheckContext) -> list[Finding]:
     from embodied_ws.vla.replay import replay_episode
 
     ep, rows = ctx.episodes()[0]
+    if not (np.isfinite(ctx.columns[STATE][rows]).all() and np.isfinite(ctx.columns[ACTION][rows]).all()):
+        return []  # the finite check names the values; the simulator cannot replay them
     err = replay_episode(ctx.cfg, ctx.robot, ctx.columns[STATE][rows], ctx.columns[ACTION][rows])
-    if err > ctx.max_tracking_error:
+    if not np.isfinite(err) or err > ctx.max_tracking_error:
         return [
             Finding(
                 "replay",
@@ -267,7 +336,8 @@ def run_checks(ctx: CheckContext, only: list[str] | None = None) -> tuple[list[s
     check_robot(ctx)
     passed, findings = [], []
     for name in only or CHECKS.names():
-        got = CHECKS.get(name, "--only")(ctx)
+        with np.errstate(invalid="ignore"):  # NaN/inf in the data: the finite check reports them, once
+            got = CHECKS.get(name, "--only")(ctx)
         findings.extend(got)
         if not got:
             passed.append(name)

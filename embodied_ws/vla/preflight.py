@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 from embodied_ws.config.schema import RunConfig
-from embodied_ws.core.errors import UserError
-from embodied_ws.data.dataset import open_dataset
 from embodied_ws.vla.checks import CheckContext, Finding, load_columns, run_checks
+from embodied_ws.vla.datafiles import open_local, raise_first, verify_files
 
 
 def policy_features(cfg: RunConfig, ds_meta: Any) -> dict[str, dict[str, Any]]:
@@ -41,10 +39,11 @@ def policy_features(cfg: RunConfig, ds_meta: Any) -> dict[str, dict[str, Any]]:
 
 
 def build_context(dataset: Path, cfg: RunConfig) -> CheckContext:
-    """Open the dataset and the configured robot; one-line errors for a folder that is not a dataset."""
+    """Open the dataset (files verified, no hub) and the configured robot; one-line errors for a folder that is
+    not a dataset or a missing/broken file."""
     from embodied_ws.sim.core import build_robot
 
-    ds = open_dataset(dataset)
+    ds = open_local(dataset)
     robot = build_robot(cfg)
     return CheckContext(
         root=Path(dataset),
@@ -58,6 +57,21 @@ def build_context(dataset: Path, cfg: RunConfig) -> CheckContext:
     )
 
 
+def collect(dataset: Path, cfg: RunConfig, only: list[str] | None = None) -> tuple[list[str], list[Finding]]:
+    """``(passed, findings)``: the dataset's files first (a missing or broken file stops there), then the checks.
+
+    :raises UserError: not a dataset, or a dataset of another robot
+    """
+    files = verify_files(dataset)
+    if files:
+        return [], files
+    rest = [n for n in only or [] if n != "files"]
+    if only and not rest:
+        return ["files"], []
+    passed, findings = run_checks(build_context(dataset, cfg), rest or None)
+    return ["files", *passed], findings
+
+
 def preflight(
     dataset: Path, cfg: RunConfig, only: list[str] | None = None, quiet: bool = False
 ) -> tuple[list[str], list[Finding]]:
@@ -65,12 +79,8 @@ def preflight(
 
     :raises UserError: a dataset of another robot, or (after printing the others) the last failure
     """
-    passed, findings = run_checks(build_context(dataset, cfg), only)
-    if findings:
-        for f in findings[:-1]:
-            print(f.line(), file=sys.stderr)
-        last = findings[-1]
-        raise UserError(f"{last.what}; fix: {last.fix}", last.where)
+    passed, findings = collect(dataset, cfg, only)
+    raise_first(findings)
     if not quiet:
         for name in passed:
             print(f"ok  {name}")
