@@ -8,8 +8,11 @@ first on PATH and the repository's ``tests/`` and ``config/`` linked in.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -186,6 +189,67 @@ def test_every_cli_verb_appears_in_a_runnable_block() -> None:
     assert {"train", "sysid fit", "vla check"} <= set(verbs)
     missing = verbs_not_shown(verbs, code)
     assert not missing, f"no runnable docs block shows: {missing} (use `embodied-ws VERB --help` if it cannot run)"
+
+
+def bash_lines(text: str) -> list[tuple[int, str]]:
+    """``(line number, line)`` of every fenced ``bash`` block (runnable or not), ``\\`` continuations joined."""
+    lines = text.splitlines()
+    out, fence, i = [], "", 0
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        if not fence and m:
+            fence = m.group(2) if m.group(3) == "bash" else "-" + m.group(2)
+        elif fence and lines[i].strip().startswith(fence.lstrip("-")):
+            fence = ""
+        elif fence and not fence.startswith("-"):
+            start, line = i + 1, lines[i]
+            while line.rstrip().endswith("\\") and i + 1 < len(lines):
+                i += 1
+                line = line.rstrip()[:-1] + " " + lines[i]
+            out.append((start, line))
+        i += 1
+    return out
+
+
+def parse_problems(page: Path, parser: argparse.ArgumentParser, text: str | None = None) -> list[str]:
+    """``embodied-ws`` command lines of a page's bash blocks that the real CLI parser rejects.
+
+    ``[...]`` marks optional parts and is dropped; what follows ``#`` or a ``|`` is not the command.
+    """
+    problems = []
+    for n, line in bash_lines(page.read_text() if text is None else text):
+        m = re.search(r"embodied-ws\s+(.*)$", line)
+        if not m:
+            continue
+        args = shlex.split(re.sub(r"\[[^\]]*\]", "", m.group(1)), comments=True)
+        args = args[: args.index("|")] if "|" in args else args
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                parser.parse_args(args)
+        except SystemExit as exc:
+            if exc.code:
+                why = (err.getvalue().strip().splitlines() or ["?"])[-1]
+                problems.append(f"{page.relative_to(ROOT)}:{n}: embodied-ws {' '.join(args)}: {why}")
+    return problems
+
+
+def test_every_command_shown_parses_with_the_real_cli() -> None:
+    """Commands that are not run (full budgets, ROS, GPU) still name real verbs and flags."""
+    parser = build_parser()
+    problems = [p for page in PAGES for p in parse_problems(page, parser)]
+    assert not problems, "\n".join(problems)
+
+
+def test_parse_check_sees_a_wrong_flag() -> None:
+    text = (
+        "```bash\nembodied-ws train --name a \\\n    --no-such-flag 1   # comment\n"
+        "embodied-ws eval r [--json]   # fine\nls | embodied-ws doctor -\n```\n"
+        "```text\nembodied-ws not-a-verb   # not bash: not checked\n```\n"
+    )
+    assert [n for n, _ in bash_lines(text)] == [2, 4, 5]
+    found = parse_problems(ROOT / "docs" / "probe.md", build_parser(), text)
+    assert len(found) == 1 and "docs/probe.md:2:" in found[0] and "--no-such-flag" in found[0], found
 
 
 def _env() -> dict[str, str]:
