@@ -173,3 +173,46 @@ def test_bag_without_an_instruction_is_one_line(cli, tmp_path: Path) -> None:
     _control_rate_bag(tmp_path / "bag", 40.0, 20, seed=4)
     proc = cli("bag2lerobot", str(tmp_path / "bag"), "--out", str(tmp_path / "ds"))
     _assert_one_line_error(proc, "no instruction", "/embodied/instruction", "set `instruction` in the --map file")
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_bag_recorded_from_the_sim_at_its_control_rate(cli, tmp_path: Path) -> None:
+    """Real nodes: the sim (camera on) driven by `sysid collect` one command per state, recorded by
+    `embodied-ws record`; no fps anywhere: bag2lerobot measures the rate the loop really ran at from the
+    command stamps (25 Hz on a free machine; less when software rendering is slow, so only the agreement
+    with the recording is asserted), and every action is a command that was sent, in order."""
+    from ros_helpers import start_node, stop
+    from test_sysid_ros import _cli
+
+    from embodied_ws.data.bag import read_float_arrays, read_joint_states
+
+    bag = tmp_path / "bag"
+    sim = start_node("mujoco_sim_node", "mode:=realtime", "publish_camera:=true", "env.image_size:=[24, 32]")
+    try:
+        topics = ["/joint_states", CMD, "/camera/image_raw"]
+        rec = _cli("record", "--out", str(bag), "--topics", *topics, "--duration", "12")
+        drive = _cli("sysid", "collect", "--robot", "arm3", "--duration", "8", "--out", str(tmp_path / "drive"))
+        _, err = drive.communicate(timeout=120)
+        assert drive.returncode == 0, err
+        _, err = rec.communicate(timeout=120)
+        assert rec.returncode == 0, err
+    finally:
+        stop(sim)
+    proc = cli("bag2lerobot", str(bag), "--out", str(tmp_path / "ds"), "--map", _map(tmp_path), "--json")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert f"measured from the {CMD} stamps" in summary["fps_source"], summary
+    side = read_sidecar(tmp_path / "ds")
+    assert summary["fps"] == round(side["control_rate_hz"])
+    commands = read_float_arrays(bag, CMD)
+    span_rate = (len(commands.log_t) - 1) / (commands.log_t[-1] - commands.log_t[0])
+    assert abs(side["control_rate_hz"] / span_rate - 1) < 0.15, (side["control_rate_hz"], span_rate)
+    cols = _columns(tmp_path / "ds")
+    sent = commands.data.astype(np.float32)
+    assert len(cols["action"]) >= 0.5 * len(sent)
+    idx = np.array([np.flatnonzero((sent == a).all(axis=1))[0] for a in cols["action"]])  # each one was sent ...
+    assert np.all(np.diff(idx) >= 0), idx  # ... in this order
+    states = read_joint_states(bag).position.astype(np.float32)
+    assert all((states == q).all(axis=1).any() for q in cols["observation.state"])
+    assert side["stamps"]["/joint_states"] == "receive time"  # its header stamps are sim time: another clock
