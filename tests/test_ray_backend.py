@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -237,3 +238,134 @@ def test_ray_address_joins_the_running_cluster(ray_cluster, tmp_path: Path) -> N
     saved = load_config(tmp_path / "joined" / "config.yaml")
     assert saved.train.ray.address == address
     assert ray_cluster.is_initialized() and ray_cluster.cluster_resources().get("CPU") == 2.0, "still running"
+
+
+# ---------------------------------------------------------------------- token authentication (docker/compose.yaml)
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _clean_env(home: Path, **extra: str) -> dict[str, str]:
+    """This environment without any Ray token setting, HOME an empty folder (no ~/.ray/auth_token)."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    return {**env, "HOME": str(home), **extra}
+
+
+@pytest.fixture(scope="module")
+def auth_head(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A real ``ray start --head`` with token auth (the compose settings), its token made by docker/ray_token.sh.
+
+    One CPU, no dashboard UI, free ports, its own temp dir; stopped (and every process it left killed) after.
+    """
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    import psutil
+
+    pytest.importorskip("ray")
+    from conftest import ROOT
+
+    work = tmp_path_factory.mktemp("ray_auth")
+    (work / "home").mkdir()
+    token = work / "ray_auth_token"
+    subprocess.run(["bash", str(ROOT / "docker" / "ray_token.sh"), str(token)], check=True, capture_output=True)
+    temp = tempfile.mkdtemp(prefix="rayauth", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+    port = _free_port()
+    ray_exe = str(Path(sys.executable).parent / "ray")
+    cmd = [ray_exe, "start", "--head", "--block", f"--port={port}", "--num-cpus=1", "--include-dashboard=false",
+           f"--dashboard-port={_free_port()}", f"--ray-client-server-port={_free_port()}",
+           f"--dashboard-agent-listen-port={_free_port()}", "--disable-usage-stats", f"--temp-dir={temp}"]  # fmt: skip
+    env = _clean_env(work / "home", RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token))
+    log = (work / "head.log").open("w")
+    head = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while "Ray runtime started" not in (work / "head.log").read_text():
+            assert head.poll() is None and time.monotonic() < deadline, (work / "head.log").read_text()[-3000:]
+            time.sleep(0.5)
+        yield {"address": f"127.0.0.1:{port}", "token": token, "home": work / "home"}
+    finally:
+        head.terminate()
+        try:
+            head.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            head.kill()
+        left = []
+        for p in psutil.process_iter(["cmdline"]):
+            if temp in " ".join(p.info["cmdline"] or []):
+                left.append(p)
+        for p in left:  # processes of this head only (its temp dir in their command line)
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        psutil.wait_procs(left, timeout=15)
+        log.close()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+#: a client joining the head through embodied_ws's connect() (what --ray-address / train.ray.address use)
+CLIENT = """
+import sys, ray
+from embodied_ws.core.errors import UserError
+from embodied_ws.rl.ray_vec import connect
+try:
+    connect(sys.argv[1], token_file=sys.argv[2] or None)
+except UserError as exc:
+    print(exc.line(), file=sys.stderr)
+    sys.exit(2)
+print(ray.cluster_resources().get("CPU"))
+ray.shutdown()
+"""
+
+
+def _client(head: dict, token_file: str = "", **env: str):  # type: ignore[no-untyped-def]
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-c", CLIENT, head["address"], token_file],
+        env=_clean_env(head["home"], **env),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def _one_error_line(proc) -> str:  # type: ignore[no-untyped-def]
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: --ray-address: ") and "RAY_AUTH_TOKEN_PATH" in line, proc.stderr
+    return line
+
+
+def test_token_auth_head_refuses_a_client_without_the_token(auth_head) -> None:  # type: ignore[no-untyped-def]
+    """The GCS itself refuses: no token, or a wrong one, is one line naming how to give it."""
+    line = _one_error_line(_client(auth_head))
+    assert "requires a token and none was given" in line
+    line = _one_error_line(_client(auth_head, RAY_AUTH_TOKEN="0" * 64))
+    assert "refused this client's token" in line
+    wrong = auth_head["home"] / "wrong_token"
+    wrong.write_text("f" * 64)
+    assert "refused this client's token" in _one_error_line(_client(auth_head, RAY_AUTH_TOKEN_PATH=str(wrong)))
+
+
+def test_token_auth_head_accepts_the_token_from_a_file(auth_head) -> None:  # type: ignore[no-untyped-def]
+    """Ray's RAY_AUTH_TOKEN_PATH alone (no RAY_AUTH_MODE) joins, and so does an explicit token file."""
+    proc = _client(auth_head, RAY_AUTH_TOKEN_PATH=str(auth_head["token"]))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert float(proc.stdout.strip().splitlines()[-1]) == 1.0, "joined the head (its one CPU)"
+    wrong = auth_head["home"] / "wrong_token"
+    wrong.write_text("e" * 64)
+    proc = _client(auth_head, str(auth_head["token"]), RAY_AUTH_TOKEN_PATH=str(wrong))
+    assert proc.returncode == 0, "the token file given wins over the environment: " + proc.stderr[-2000:]
+    missing = _client(auth_head, str(auth_head["home"] / "nope"))
+    assert missing.returncode == 2 and "--ray-token-file: Ray token file" in missing.stderr, missing.stderr

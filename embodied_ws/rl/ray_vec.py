@@ -92,20 +92,33 @@ def _ray() -> Any:
     return require("ray", "pip install 'ray[default]'")
 
 
-def connect(address: str | None, num_cpus: int | None = None, object_store_mb: int | None = None) -> bool:
+def connect(
+    address: str | None,
+    num_cpus: int | None = None,
+    object_store_mb: int | None = None,
+    token_file: str | None = None,
+) -> bool:
     """Join the Ray cluster at ``address`` (``auto``, ``host:port``, ``ray://...``), or start a local one.
+
+    Joining sends the cluster's token (Ray token authentication, see :mod:`embodied_ws.rl.ray_cluster`):
+    from ``token_file``, or Ray's ``RAY_AUTH_TOKEN_PATH`` / ``RAY_AUTH_TOKEN``; a refused or unreachable
+    cluster is one line. A local cluster has Ray's token authentication on (Ray's default).
 
     :param address: cluster address; empty/None starts a local cluster on this machine
     :param num_cpus: CPUs of a local cluster (None: all)
     :param object_store_mb: object store of a local cluster in MiB (None: Ray's default, a share of RAM)
+    :param token_file: a file holding the cluster's token (None: Ray's environment settings)
     :returns: True when this call started Ray (the caller shuts it down)
     """
+    from embodied_ws.rl.ray_cluster import join, use_token
+
     ray = _ray()
     if ray.is_initialized():
         return False
     kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    use_token(token_file)
     if address:
-        ray.init(address=address, **kwargs)
+        join(ray, address, **kwargs)
     else:  # "local": a new cluster even when RAY_ADDRESS or a `ray start` cluster on this machine exists
         store = object_store_mb * 2**20 if object_store_mb else None
         ray.init(address="local", num_cpus=num_cpus, object_store_memory=store, **kwargs)
