@@ -96,6 +96,9 @@ def test_a_failed_writer_removes_only_the_folder_it_created(tmp_path: Path) -> N
     with pytest.raises(RuntimeError), output_folder(tmp_path / "fresh", "sysid fit"):
         raise RuntimeError("the fit failed")
     assert not (tmp_path / "fresh").exists() and not lock_path(tmp_path / "fresh").exists()
+    with pytest.raises(RuntimeError), output_folder(tmp_path / "a" / "b" / "c", "gap"):
+        raise RuntimeError("the report failed")
+    assert not (tmp_path / "a").exists()  # nor the parents made for it
     (tmp_path / "theirs").mkdir()  # an empty folder the user made: used, never removed
     with pytest.raises(RuntimeError), output_folder(tmp_path / "theirs", "sysid fit"):
         raise RuntimeError("the fit failed")
@@ -226,7 +229,7 @@ def test_gap_reports_of_a_plant_and_a_bag_go_to_their_own_folders(tmp_path: Path
     _intact(user)
 
 
-def test_eval_and_sysid_fit_refuse_a_users_folder(tmp_path: Path, cli) -> None:
+def test_eval_sysid_fit_and_finetune_refuse_a_users_folder(tmp_path: Path, cli) -> None:
     from deploy_helpers import untrained_run
 
     run = untrained_run(tmp_path / "run")
@@ -235,6 +238,13 @@ def test_eval_and_sysid_fit_refuse_a_users_folder(tmp_path: Path, cli) -> None:
     _intact(run / "eval")
     user = _user_folder(tmp_path / "fit")
     _one_line_error(cli("sysid", "fit", str(tmp_path / "nobag"), "--robot", "arm3", "--out", str(user)), str(user))
+    _intact(user)
+    _one_line_error(cli("vla", "eval", str(run), "--overwrite"), str(run / "eval"), "not written")
+    _intact(run / "eval")
+    user = _user_folder(tmp_path / "runs" / "vla1")
+    _one_line_error(
+        cli("finetune", str(tmp_path / "nodata"), "--name", "vla1", "--runs", str(tmp_path / "runs")), str(user)
+    )
     _intact(user)
 
 

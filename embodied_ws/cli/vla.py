@@ -71,13 +71,18 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     run_dir = run if run.is_dir() else Path(args.runs) / args.run
     if not (run_dir / "config.yaml").is_file():
         raise UserError("not a finetune run folder (no config.yaml)", str(run_dir))
-    metrics = evaluate_vla(run_dir, args.episodes, video=not args.no_video, progress=not args.json, device=args.device)
+    from embodied_ws.core.outputs import output_folder
+
+    with output_folder(run_dir / "eval", "eval", args.overwrite, flag="run"):  # one evaluation at a time
+        metrics = evaluate_vla(
+            run_dir, args.episodes, video=not args.no_video, progress=not args.json, device=args.device
+        )
     print(json.dumps(metrics) if args.json else "\n".join(f"{k}: {v}" for k, v in metrics.items()))
     return 0
 
 
 def _cmd_finetune(args: argparse.Namespace) -> int:
-    from embodied_ws.vla.finetune import finetune
+    from embodied_ws.core.outputs import FolderLock, output_folder, read_marker
 
     run_dir = Path(args.runs) / args.name
     if args.resume:
@@ -85,9 +90,21 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
         if not saved.is_file():
             raise UserError("no such run to resume (config.yaml missing)", str(run_dir))
         args.config = str(saved)
+    cfg = _config(args)  # bad values: one line before any folder is made
+    if args.resume and read_marker(run_dir) is None:
+        owner: Any = FolderLock(run_dir, "finetune")  # a run from before the marker: locked, not re-checked
+    else:  # locked for the whole run; a folder that is not ours (or another verb's) is refused
+        owner = output_folder(run_dir, "finetune", adds=True, flag="--name")
+    with owner:
+        return _finetune(args, cfg)
+
+
+def _finetune(args: argparse.Namespace, cfg: Any) -> int:
+    from embodied_ws.vla.finetune import finetune
+
     summary = finetune(
         Path(args.dataset),
-        _config(args),
+        cfg,
         args.name,
         Path(args.runs),
         resume=args.resume,
@@ -150,6 +167,7 @@ def register(add_verb: AddVerb) -> None:
     e.add_argument("--episodes", type=positive_int(), default=10)
     e.add_argument("--device", default="cpu")
     e.add_argument("--no-video", action="store_true")
+    e.add_argument("--overwrite", action="store_true", help="replace the run's earlier eval/ results")
     e.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
     f = add_verb(

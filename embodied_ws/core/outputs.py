@@ -83,26 +83,31 @@ class FolderLock:
         self.verb = verb
         self.path = lock_path(self.folder)
         self._fd: int | None = None
+        self._made: list[Path] = []  # folders made for the lock file, removed again on release if empty
         self.took_over: int | None = None  # PID of a dead holder whose lock was taken over
 
     def acquire(self) -> FolderLock:
         """Take the lock or raise a one-line :class:`UserError` naming the holder's PID."""
         if self.path in _HELD:
             raise UserError(f"already being written by this process (embodied-ws {self.verb})", str(self.folder))
+        missing = [p for p in (self.path.parent, *self.path.parent.parents) if not p.exists()]
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise _io_error(exc, self.folder) from None
+        self._made = missing
         while True:
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
             except OSError as exc:
+                self._remove_made()
                 raise _io_error(exc, self.folder) from None
             try:
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:
                 holder = _read_holder(fd)
                 os.close(fd)
+                self._remove_made()
                 if exc.errno not in (errno.EACCES, errno.EAGAIN):
                     raise _io_error(exc, self.folder) from None
                 pid = holder.get("pid", "unknown")
@@ -131,7 +136,7 @@ class FolderLock:
             return self
 
     def release(self) -> None:
-        """Give the lock up and remove its file (idempotent)."""
+        """Give the lock up and remove its file (idempotent); parent folders made for it go if left empty."""
         if self._fd is None:
             return
         try:
@@ -140,6 +145,15 @@ class FolderLock:
             os.close(self._fd)  # closing drops the POSIX lock
             self._fd = None
             _HELD.discard(self.path)
+        self._remove_made()
+
+    def _remove_made(self) -> None:
+        for d in self._made:  # deepest first; one still holding something ends it
+            try:
+                d.rmdir()
+            except OSError:
+                break
+        self._made = []
 
     def __enter__(self) -> FolderLock:
         return self.acquire()

@@ -10,6 +10,7 @@ import numpy as np
 from embodied_ws.config.loader import load_config, load_dr
 from embodied_ws.core.atomic import write_json_atomic
 from embodied_ws.core.errors import UserError
+from embodied_ws.core.outputs import make_folder
 from embodied_ws.deploy.policy import ExportedPolicy
 
 
@@ -74,7 +75,7 @@ def write_eval(run_dir: Path, metrics: dict[str, Any], frames: list[np.ndarray],
     :param fps: the video's frame rate
     """
     out = run_dir / "eval"
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out, "eval")  # marked as ours: `eval` replaces it only with --overwrite
     if frames:
         import imageio.v3 as iio
 
