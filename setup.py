@@ -16,11 +16,26 @@ def tree(folder: str) -> list[tuple[str, list[str]]]:
     return sorted(out.items())
 
 
+def package_data(package: str) -> dict[str, list[str]]:
+    """Every non-Python file inside ``package`` (rules, examples, styles), listed under its nearest package.
+
+    The package opens these at run time (``importlib.resources``), so a wheel or a colcon install must carry
+    them all; listing them by walking the tree means a new data file cannot be forgotten here.
+    """
+    out: dict[str, list[str]] = {}
+    for path in sorted(Path(package).rglob("*")):
+        if not path.is_file() or path.suffix in (".py", ".pyc") or "__pycache__" in path.parts:
+            continue
+        owner = next(p for p in path.parents if (p / "__init__.py").is_file())
+        out.setdefault(".".join(owner.parts), []).append(str(path.relative_to(owner)))
+    return out
+
+
 setup(
     name=PACKAGE,
     version="0.1.0",
     packages=find_packages(exclude=["tests", "tests.*"]),
-    package_data={"embodied_ws.assistant": ["rules/*.yaml"], "embodied_ws.tui": ["*.tcss"]},
+    package_data=package_data(PACKAGE),
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),

@@ -11,8 +11,11 @@ from embodied_ws.assistant.parsers import is_error
 from embodied_ws.assistant.rules import load_rules
 from embodied_ws.assistant.sources import read_chunks
 from embodied_ws.assistant.triage import Finding, Triage
+from embodied_ws.core.errors import UserError
 
 TAIL_LINES = 40
+SNIFF_BYTES = 1 << 16
+CONTROL_OK = "\t\n\r\f\b\x1b"
 
 
 def is_error_line(line: str) -> bool:
@@ -20,13 +23,34 @@ def is_error_line(line: str) -> bool:
     return is_error(line)
 
 
+def looks_binary(data: bytes) -> bool:
+    """True when the start of ``data`` is not text: a NUL byte, or over 5 % bytes that are neither UTF-8 nor
+    printable (a log in another 8-bit encoding stays text)."""
+    sample = data[:SNIFF_BYTES]
+    if b"\0" in sample:
+        return True
+    text = sample.decode("utf-8", "replace")
+    odd = sum(1 for c in text if c == "\ufffd" or (ord(c) < 32 and c not in CONTROL_OK))
+    return odd > 0.05 * max(len(text), 1)
+
+
 def triage_source(source: str, rule_files: list[Path] | None = None) -> tuple[Triage, list[str]]:
-    """Run the rules over a source; also keep the log's last lines (for the LLM's context)."""
+    """Run the rules over a source; also keep the log's last lines (for the LLM's context).
+
+    :raises UserError: the source is empty, or a file of it is not text (binary data)
+    """
     t = Triage(load_rules(rule_files) if rule_files else None)
     tail: deque[str] = deque(maxlen=TAIL_LINES)
+    seen: set[str] = set()
     for chunk in read_chunks(source):
+        if chunk.source not in seen:
+            seen.add(chunk.source)
+            if looks_binary(chunk.data):
+                raise UserError("not a text log (binary data); give the text log, or its .gz", chunk.source)
         t.feed(chunk)
         tail.extend(chunk.data[-(1 << 16) :].decode("utf-8", "replace").splitlines())
+    if not seen:
+        raise UserError("empty log (0 bytes): nothing to triage", "<stdin>" if source == "-" else source)
     return t, list(tail)
 
 

@@ -5,11 +5,13 @@ Everything streams: files are read in fixed-size chunks, so memory stays bounded
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
 import re
 import subprocess
 import sys
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,14 +56,35 @@ def _chunks_of(stream: io.BufferedIOBase, name: str, size: int = CHUNK) -> Itera
         yield Chunk(name, line, strip_ansi(rest + b"\n"))
 
 
+def _is_log_name(p: Path) -> bool:
+    name = p.name[:-3] if p.name.endswith(".gz") else p.name
+    return Path(name).suffix in LOG_SUFFIXES or name.startswith("stdout")
+
+
 def log_files(folder: Path) -> list[Path]:
-    """Log files under ``folder`` (recursively, e.g. ``~/.ros/log`` or colcon's ``log/``), oldest first."""
-    files = [p for p in folder.rglob("*") if p.is_file() and (p.suffix in LOG_SUFFIXES or p.name.startswith("stdout"))]
+    """Log files under ``folder`` (recursively, e.g. ``~/.ros/log`` or colcon's ``log/``; gzipped too), oldest
+    first."""
+    files = [p for p in folder.rglob("*") if p.is_file() and _is_log_name(p)]
     return sorted(files, key=lambda p: (p.stat().st_mtime, str(p)))
 
 
+def _file_chunks(path: Path) -> Iterator[Chunk]:
+    """Chunks of one file; a gzip file (by its magic bytes, whatever its name) is decompressed as it streams."""
+    with open(path, "rb") as fh:
+        gz = fh.read(2) == b"\x1f\x8b"
+        fh.seek(0)
+        if not gz:
+            yield from _chunks_of(fh, str(path))
+            return
+        try:
+            with gzip.GzipFile(fileobj=fh) as z:
+                yield from _chunks_of(z, str(path))  # type: ignore[arg-type]
+        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+            raise UserError(f"not a readable gzip file ({exc or 'truncated'})", str(path)) from None
+
+
 def read_chunks(source: str) -> Iterator[Chunk]:
-    """Chunks of a source: ``-`` (stdin), a file, or a folder of logs."""
+    """Chunks of a source: ``-`` (stdin), a file, or a folder of logs; ``.gz`` files are decompressed."""
     if source == "-":
         yield from _chunks_of(sys.stdin.buffer, "<stdin>")
         return
@@ -71,13 +94,11 @@ def read_chunks(source: str) -> Iterator[Chunk]:
         if not files:
             raise UserError("no log files (*.log, *.txt, stdout*) in this folder", str(path))
         for f in files:
-            with open(f, "rb") as fh:
-                yield from _chunks_of(fh, str(f))
+            yield from _file_chunks(f)
         return
     if not path.is_file():
         raise UserError("log file not found", str(path))
-    with open(path, "rb") as fh:
-        yield from _chunks_of(fh, str(path))
+    yield from _file_chunks(path)
 
 
 def follow_command(argv: list[str]) -> Iterator[str]:
