@@ -5,6 +5,7 @@ sub-commands too) and the config schema (every section, every field), read the r
 field declares, and feed values just and far outside it, NaN, the infinities, 1e300 and a non-number. Every one
 must give exit code 2 (a :class:`ConfigError` for the config) and one line naming the option or key, never a
 traceback; the bounds themselves (and the defaults) must be accepted, so a declaration says what is accepted.
+DR and plant files are generated from the DR parameter registry the same way.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from embodied_ws.config.loader import check_ranges, load_config
 from embodied_ws.config.schema import RunConfig, declared_range
 from embodied_ws.core.errors import ConfigError
 from embodied_ws.core.ranges import Range
+from embodied_ws.randomization.appliers import APPLIERS, EnvApplier
 from embodied_ws.randomization.plant import load_plant, parse_plant
+from embodied_ws.randomization.spec import parse_dr
 
 #: values no numeric option or field accepts
 NOT_NUMBERS = ("nan", "inf", "-inf", "1e300", "-1e300", "abc", "")
@@ -382,6 +385,28 @@ def test_bad_plant_files_are_one_line(cli, tmp_path: Path, text: str, fragment: 
 
 def _proc(proc: Any) -> tuple[int, str]:
     return proc.returncode, proc.stderr
+
+
+@pytest.mark.parametrize("name", APPLIERS.names())
+def test_every_dr_parameter_refuses_non_finite_ranges_and_a_plant_its_non_positive_scales(name: str) -> None:
+    """Generated from the DR registry: NaN/inf in any DR range, a scale <= 0 in a plant, one line naming the entry."""
+    for bad in ([math.nan, 1.0], [0.0, math.inf], [-math.inf, 0.0], [math.nan, math.nan]):
+        with pytest.raises(ConfigError, match="must be finite") as err:
+            parse_dr({"params": {name: {"range": bad}}}, "dr.yaml")
+        assert err.value.line() == f"error: dr.yaml:params.{name}.range: 'range' must be finite numbers, got {bad!r}"
+    if isinstance(APPLIERS.get(name), EnvApplier):
+        return  # latency and noise are values, not scales of a model quantity
+    for scale in (0.0, -1.0, -1e300):
+        with pytest.raises(ConfigError, match="a scale must be > 0") as err:
+            parse_plant({"params": {name: {"range": [scale, scale], "mode": "scale"}}}, "p.yaml")
+        assert name in err.value.line() and "\n" not in err.value.line()
+
+
+def test_a_dr_file_with_nan_is_one_line_in_a_subprocess(cli, tmp_path: Path) -> None:
+    dr = tmp_path / "dr.yaml"
+    dr.write_text("params:\n  body_mass: {range: [.nan, 1.2]}\n")
+    proc = cli("plan", "--steps-per-s", "1000", "--set", f"dr={dr}")
+    _assert_one_line(proc.returncode, proc.stderr, "dr.yaml:2", "must be finite")
 
 
 def test_a_plant_keeps_what_is_valid() -> None:

@@ -16,7 +16,6 @@ in this format too (``fit.yaml``), so a fit can be used as a plant.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -95,8 +94,6 @@ def parse_plant(data: object, source: str = "plant", lines: dict[str, int] | Non
     for p in spec.params:
         key = f"params.{p.name}.range"
         where = f"{source}:{lines[key]}" if key in lines else f"{source}:{key}"
-        if not math.isfinite(p.low) or not math.isfinite(p.high):
-            raise ConfigError(f"{p.name} must be a finite number, got [{p.low:g}, {p.high:g}]", where)
         if p.low != p.high:
             raise ConfigError(
                 f"a plant has fixed values: use range: [v, v] (got [{p.low:g}, {p.high:g}] for {p.name})", where

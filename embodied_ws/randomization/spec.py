@@ -14,6 +14,7 @@ how to draw it::
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,6 +114,8 @@ def _parse_param(name: str, entry: Any, where: _Where, key: str) -> DRParam:
     ):
         raise ConfigError(f"'range' must be [low, high] numbers, got {rng!r}", where.at(f"{key}.range"))
     low, high = float(rng[0]), float(rng[1])
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise ConfigError(f"'range' must be finite numbers, got {rng!r}", where.at(f"{key}.range"))
     if low > high:
         raise ConfigError(f"range low {low} is above high {high}", where.at(f"{key}.range"))
     choices = {"dist": DISTRIBUTIONS, "mode": MODES, "when": WHENS}
