@@ -369,3 +369,23 @@ def test_token_auth_head_accepts_the_token_from_a_file(auth_head) -> None:  # ty
     assert proc.returncode == 0, "the token file given wins over the environment: " + proc.stderr[-2000:]
     missing = _client(auth_head, str(auth_head["home"] / "nope"))
     assert missing.returncode == 2 and "--ray-token-file: Ray token file" in missing.stderr, missing.stderr
+
+
+def test_train_ray_token_file_reaches_the_cluster(auth_head, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``train --ray-address A --ray-token-file F`` sends F's token: a wrong one is refused by the head, in one line."""
+    import subprocess
+
+    from conftest import ROOT, train_cmd
+
+    wrong = tmp_path / "wrong_token"
+    wrong.write_text("d" * 64)
+    sets = [*SETS, "train.total_timesteps=64", "train.checkpoint_every=0"]
+    for token_file, expected in ((wrong, "refused this client's token"), (tmp_path / "nope", "--ray-token-file")):
+        cmd = train_cmd(
+            tmp_path, "refused", sets, "--ray-address", auth_head["address"], "--ray-token-file", str(token_file)
+        )
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, env=_clean_env(auth_head["home"])
+        )
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+        assert expected in proc.stderr.strip().splitlines()[-1], proc.stderr[-3000:]

@@ -49,6 +49,10 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     cfg, overrides = _config(args)
     if args.eval_every > args.steps:
         raise UserError(f"must be <= --steps ({args.steps}), got {args.eval_every}", "--eval-every")
+    if args.ray_token_file:  # Ray token auth for this process and the Ray processes it starts
+        from embodied_ws.rl.ray_cluster import use_token
+
+        use_token(args.ray_token_file)
     params = load_space(args.space, cfg.env.task)
     out = Path(args.runs) / args.name
     job = TuneJob(
@@ -148,3 +152,4 @@ def register(add_verb: AddVerb) -> None:
     )
     t.add_argument("--ray", action="store_true", help="run the parallel trials as Ray tasks")
     t.add_argument("--ray-address", help="Ray cluster to join (default: start a local one)")
+    t.add_argument("--ray-token-file", help="file holding the Ray cluster's token (default: $RAY_AUTH_TOKEN_PATH)")

@@ -32,6 +32,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
         overrides.append(f"env.task={args.task}")
     if args.ray_address:
         overrides.append(f"train.ray.address={args.ray_address}")
+    if args.ray_token_file:  # Ray token auth for this process and the Ray processes it starts
+        from embodied_ws.rl.ray_cluster import use_token
+
+        use_token(args.ray_token_file)
     run_dir = Path(args.runs) / args.name
     if args.resume:
         saved = run_dir / "config.yaml"
@@ -134,6 +138,7 @@ def register(add_verb: AddVerb) -> None:
     t.add_argument("--runs", default="runs", help="runs folder (default: runs)")
     t.add_argument("--resume", action="store_true", help="continue the run from its latest checkpoint")
     t.add_argument("--ray-address", help="Ray cluster for train.vec_env=ray (default: start a local one)")
+    t.add_argument("--ray-token-file", help="file holding the Ray cluster's token (default: $RAY_AUTH_TOKEN_PATH)")
 
     e = add_verb(
         "eval",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,12 @@ def use_token(token_file: str | None = None) -> bool:
 
 
 def _refresh_ray_config() -> None:
-    """Make Ray's cached config and token see the environment just set (as ``ray.init`` itself does)."""
+    """Make Ray's cached config and token see the environment just set (as ``ray.init`` itself does).
+
+    Nothing to do before Ray is imported: it reads the environment then.
+    """
+    if "ray._raylet" not in sys.modules:
+        return
     from ray._raylet import AuthenticationTokenLoader, Config
 
     Config.initialize("")
