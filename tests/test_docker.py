@@ -208,6 +208,8 @@ def test_every_ray_process_uses_token_auth_from_the_secret() -> None:
         assert SECRET in names, f"{name}: no {SECRET} secret"
     source = DOCKER / compose["secrets"][SECRET]["file"]
     assert source.resolve() == (DOCKER / SECRET).resolve()
+    runtime = (DOCKER / "Dockerfile").read_text().split("AS runtime", 1)[1].split("\nFROM ", 1)[0]
+    assert re.search(r"^\s*RAY_AUTH_MODE=token\b", runtime, flags=re.M), "the images default to token auth"
 
 
 def test_the_token_is_never_in_the_repository_or_an_image() -> None:
