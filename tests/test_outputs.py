@@ -241,6 +241,9 @@ def test_eval_sysid_fit_and_finetune_refuse_a_users_folder(tmp_path: Path, cli) 
     _intact(user)
     _one_line_error(cli("vla", "eval", str(run), "--overwrite"), str(run / "eval"), "not written")
     _intact(run / "eval")
+    models = _user_folder(tmp_path / "models")
+    _one_line_error(cli("vla", "download", "lerobot/smolvla_base", "--out", str(models)), str(models))  # no network
+    _intact(models)
     user = _user_folder(tmp_path / "runs" / "vla1")
     _one_line_error(
         cli("finetune", str(tmp_path / "nodata"), "--name", "vla1", "--runs", str(tmp_path / "runs")), str(user)
@@ -279,3 +282,16 @@ def test_record_of_a_topic_not_in_the_graph_leaves_no_folder(tmp_path: Path, cli
     proc = cli("record", "--out", str(tmp_path / "bag"), "--topics", "/no_such_topic", "--duration", "1")
     _one_line_error(proc, "--topics", "/no_such_topic")
     assert not (tmp_path / "bag").exists()
+
+
+def test_robot_show_replaces_a_users_file_only_with_overwrite(tmp_path: Path, cli) -> None:
+    """``robot show --out DIR`` writes single files into a folder that may be the user's."""
+    png = tmp_path / "arm3_home.png"
+    png.write_bytes(b"my own picture")
+    _one_line_error(cli("robot", "show", "arm3", "--out", str(tmp_path)), str(png), "--overwrite")
+    assert png.read_bytes() == b"my own picture"
+    ok = cli("robot", "show", "arm3", "--out", str(tmp_path), "--overwrite", "--json")
+    assert ok.returncode == 0, ok.stderr
+    assert png.read_bytes().startswith(b"\x89PNG")
+    again = cli("robot", "show", "arm3", "--out", str(tmp_path), "--json")  # the same picture again: no flag needed
+    assert again.returncode == 0, again.stderr

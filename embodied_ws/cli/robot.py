@@ -80,18 +80,15 @@ def describe(robot: Any) -> dict[str, Any]:
     }
 
 
-def render_home(robot: Any, path: Path, size: tuple[int, int] = (480, 640)) -> None:
-    """Write a PNG of the robot at its home pose (free camera framing the whole model).
+def render_home(robot: Any, size: tuple[int, int] = (480, 640)) -> bytes:
+    """A PNG (bytes) of the robot at its home pose (free camera framing the whole model).
 
     :param robot: a loaded robot
-    :param path: the PNG to write
     :param size: (height, width)
     """
     import imageio.v3 as iio
     import mujoco
     import numpy as np
-
-    from embodied_ws.core.atomic import write_bytes_atomic
 
     model = robot.model
     model.vis.global_.offwidth = max(model.vis.global_.offwidth, size[1])
@@ -112,7 +109,7 @@ def render_home(robot: Any, path: Path, size: tuple[int, int] = (480, 640)) -> N
     with mujoco.Renderer(model, *size) as renderer:
         renderer.update_scene(data, camera=cam, scene_option=opt)
         image = renderer.render()
-    write_bytes_atomic(path, iio.imwrite("<bytes>", image, extension=".png"))
+    return iio.imwrite("<bytes>", image, extension=".png")
 
 
 def reach_defaults(robot: Any) -> dict[str, Any]:
@@ -136,7 +133,7 @@ def reach_defaults(robot: Any) -> dict[str, Any]:
 
 
 def _cmd_robot(args: argparse.Namespace) -> int:
-    from embodied_ws.core.atomic import write_bytes_atomic
+    from embodied_ws.core.outputs import write_files
     from embodied_ws.sim.robot import load_robot
     from embodied_ws.sim.urdf import generate_mjcf, is_description, parse_args
 
@@ -144,16 +141,18 @@ def _cmd_robot(args: argparse.Namespace) -> int:
     info = describe(robot)
     info["reach_preset"] = reach_defaults(robot)
     out = Path(args.out)
+    files: dict[Path, bytes] = {}
     if is_description(args.path):
         _, notes = generate_mjcf(args.path, parse_args(args.robot_arg), args.package_path)
         mjcf = out / f"{robot.name}.xml"
-        write_bytes_atomic(mjcf, (robot.generated_mjcf or "").encode())
+        files[mjcf] = (robot.generated_mjcf or "").encode()
         info["generated_mjcf"] = str(mjcf)
         info["notes"] = notes
     png = out / f"{robot.name}_home.png"
     if not args.no_image:
-        render_home(robot, png)
+        files[png] = render_home(robot)
         info["image"] = str(png)
+    write_files(files, args.overwrite)  # --out may be the user's folder: a file with other content needs --overwrite
     if args.json:
         print(json.dumps(info))
         return 0
@@ -200,3 +199,4 @@ def register(add_verb: AddVerb) -> None:
     p.add_argument("--ee-body", default="", help="end-effector body or site (default: auto-detected)")
     p.add_argument("--out", default=".", help="folder for the PNG and the generated MJCF (default: .)")
     p.add_argument("--no-image", action="store_true", help="skip rendering the PNG")
+    p.add_argument("--overwrite", action="store_true", help="replace files of those names that hold something else")

@@ -54,12 +54,19 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_download(args: argparse.Namespace) -> int:
+    import contextlib
+
     from huggingface_hub import snapshot_download
 
-    try:
-        path = snapshot_download(repo_id=args.repo, local_dir=args.out, revision=args.revision)
-    except Exception as exc:  # hub errors: offline, unknown repo, gated model
-        raise UserError(f"download failed: {str(exc).splitlines()[0]}", args.repo) from None
+    from embodied_ws.core.outputs import output_folder
+
+    # --out: a folder that is not ours is refused; one of ours resumes (the hub skips what is there)
+    owner = output_folder(Path(args.out), "vla download", adds=True) if args.out else contextlib.nullcontext()
+    with owner:
+        try:
+            path = snapshot_download(repo_id=args.repo, local_dir=args.out, revision=args.revision)
+        except Exception as exc:  # hub errors: offline, unknown repo, gated model
+            raise UserError(f"download failed: {str(exc).splitlines()[0]}", args.repo) from None
     print(json.dumps({"repo": args.repo, "path": path}) if args.json else path)
     return 0
 

@@ -298,3 +298,23 @@ def replace_folder(src: Path, dest: Path) -> None:
     os.replace(dest, old)
     os.replace(src, dest)
     shutil.rmtree(old)
+
+
+def write_files(files: dict[Path, bytes], overwrite: bool = False, flag: str = "--out") -> None:
+    """Write single files into a folder that may be the user's (``robot show --out .``), atomically.
+
+    A file that exists with other content is replaced only with ``overwrite``; all are checked before
+    any is written. The same content again is left as it is.
+    """
+    from embodied_ws.core.atomic import write_bytes_atomic
+
+    for path, data in files.items():
+        if path.exists() and not overwrite and (not path.is_file() or path.read_bytes() != data):
+            raise UserError(f"exists with other content (left untouched): pass --overwrite or choose another {flag}",
+                            str(path))  # fmt: skip
+    for path, data in files.items():
+        if not (path.is_file() and path.read_bytes() == data):
+            try:
+                write_bytes_atomic(path, data)
+            except OSError as exc:
+                raise _io_error(exc, path) from None
