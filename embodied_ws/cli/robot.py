@@ -42,7 +42,7 @@ def describe(robot: Any) -> dict[str, Any]:
                 "name": robot.actuator_names[a],
                 "joint": robot.joint_names[a],
                 "kp": round(float(m.actuator_gainprm[a, 0]), 3),
-                "kv": round(float(-m.actuator_biasprm[a, 2]), 3),
+                "kv": round(float(-m.actuator_biasprm[a, 2]), 3) + 0.0,  # no "-0.0"
                 "ctrlrange": [round(float(robot.ctrl_low[a]), 4), round(float(robot.ctrl_high[a]), 4)],
                 "forcerange": [round(float(v), 3) for v in m.actuator_forcerange[a]]
                 if m.actuator_forcelimited[a]
@@ -132,6 +132,18 @@ def reach_defaults(robot: Any) -> dict[str, Any]:
     }
 
 
+def _dynamics_line(d: dict[str, Any]) -> str:
+    """``joint: declared 2.0/s, measured 0.61/s, settles in 0.35 s, overshoot 0 %`` (from the probe's dict)."""
+    if d["measured_speed"] is None:
+        return f"{d['joint']}: not a position servo (not measured)"
+    declared = f"{d['declared_speed']:.2f}/s" if d["declared_speed"] is not None else "none"
+    settle = f"settles in {d['settle_s']:.2f} s" if d["settle_s"] is not None else "does not settle within 2 s"
+    return (
+        f"{d['joint']}: declared {declared}, measured {d['measured_speed']:.2f}/s, {settle}, "
+        f"overshoot {100 * d['overshoot']:.0f} %" + (" (underdamped)" if d["underdamped"] else "")
+    )
+
+
 def _cmd_robot(args: argparse.Namespace) -> int:
     from embodied_ws.core.outputs import write_files
     from embodied_ws.sim.robot import load_robot
@@ -139,6 +151,7 @@ def _cmd_robot(args: argparse.Namespace) -> int:
 
     robot = load_robot(args.path, args.ee_body or None, True, args.robot_arg, args.package_path)
     info = describe(robot)
+    info["dynamics"] = robot.dynamics().to_dict()["joints"]
     info["reach_preset"] = reach_defaults(robot)
     out = Path(args.out)
     files: dict[Path, bytes] = {}
@@ -166,6 +179,17 @@ def _cmd_robot(args: argparse.Namespace) -> int:
     print("actuators (position servos):")
     for a in info["actuators"]:
         print(f"  {a['name']}: kp={a['kp']} kv={a['kv']} ctrl={a['ctrlrange']} force={a['forcerange']}")
+    print("measured in simulation (speed under a saturated command, settling and overshoot of a small step):")
+    for d in info["dynamics"]:
+        print("  " + _dynamics_line(d))
+    ringing = [d["joint"] for d in info["dynamics"] if d["underdamped"]]
+    if ringing:
+        from embodied_ws.sim.dynamics_probe import UNDERDAMPED_OVERSHOOT
+
+        print(
+            f"warning: underdamped servos (overshoot > {100 * UNDERDAMPED_OVERSHOOT:.0f} %): {', '.join(ringing)}; "
+            "`--set env.servo_damping=auto` adds joint damping up to critical (default off: your physics)"
+        )
     print(f"held (not learned): {', '.join(info['held_joints']) or 'none'}")
     for c in info["mimic"]:
         print(f"mimic: {c['follower']} follows {c['leader']}")

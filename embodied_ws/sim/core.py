@@ -30,9 +30,11 @@ def _clip1(x: np.ndarray) -> np.ndarray:
 
 
 def build_robot(cfg: RunConfig) -> Robot:
-    """Load the configured robot with what its task needs (end-effector sensor for reach)."""
+    """Load the configured robot with what its task needs (end-effector sensor for reach); with
+    ``env.servo_damping: auto``, underdamped servos get joint damping (:func:`~embodied_ws.sim.dynamics_probe.
+    damp_underdamped`)."""
     task_cls = TASKS.get(cfg.env.task, "env.task")
-    return load_robot(
+    robot = load_robot(
         cfg.env.robot,
         cfg.task.ee_body or None,
         need_ee=task_cls.needs_ee,
@@ -40,6 +42,11 @@ def build_robot(cfg: RunConfig) -> Robot:
         package_paths=cfg.env.package_paths,
         free_space=task_cls.free_space,
     )
+    if cfg.env.servo_damping == "auto":
+        from embodied_ws.sim.dynamics_probe import damp_underdamped
+
+        robot.added_damping = damp_underdamped(robot)
+    return robot
 
 
 def ee_speed(step: Any, ctrl_half: np.ndarray, lever: np.ndarray, control_dt: float) -> float:
@@ -48,14 +55,35 @@ def ee_speed(step: Any, ctrl_half: np.ndarray, lever: np.ndarray, control_dt: fl
 
 
 def joint_delta_scale(
-    robot: Robot, delta_scale: float, control_dt: float, ctrl_half: np.ndarray, ee_speed_limit: float = 0.0
+    robot: Robot,
+    delta_scale: float,
+    control_dt: float,
+    ctrl_half: np.ndarray,
+    ee_speed_limit: float = 0.0,
+    measured: np.ndarray | None = None,
 ) -> Any:
     """Delta mode: the largest set-point move per control step, per actuator, as a fraction of its
     half range (rules in :mod:`embodied_ws.sim.robot_defaults`): ``delta_scale``, or less where the
     joint's velocity limit ``v`` allows only ``v · control_dt`` per step; for a model with no velocity
     limit, ``delta_scale`` shrunk by one common factor so that the joints together command at most
     ``ee_speed_limit`` m/s at the end effector in the home pose. A scalar when no bound applies.
+
+    ``measured``: the joint speeds the arm actually reaches (:mod:`embodied_ws.sim.dynamics_probe`); a
+    set-point never moves faster than its joint can follow, whatever the model declares (a heavily damped
+    joint reaching 0.6 rad/s does not get set-points moving at a declared 2 rad/s).
     """
+    scale = _declared_delta_scale(robot, delta_scale, control_dt, ctrl_half, ee_speed_limit)
+    if measured is None or measured.shape != ctrl_half.shape or not np.isfinite(measured).any():
+        return scale
+    follow = np.where(np.isfinite(measured), measured * control_dt / np.maximum(ctrl_half, 1e-9), np.inf)
+    if np.all(np.broadcast_to(scale, ctrl_half.shape) <= follow):
+        return scale  # the arm follows every set-point the declared rules allow: unchanged
+    return np.minimum(scale, follow)
+
+
+def _declared_delta_scale(
+    robot: Robot, delta_scale: float, control_dt: float, ctrl_half: np.ndarray, ee_speed_limit: float
+) -> Any:
     v = robot.velocity_limit
     if v is not None and np.isfinite(v).any():
         cap = np.where(np.isfinite(v), v * control_dt / np.maximum(ctrl_half, 1e-9), np.inf)
@@ -107,8 +135,9 @@ class EnvCore:
         self._servo = rd.position_servos(m)
         # delta mode: servo actuators integrate actions into set-points (kept in ``setpoint``, in [-1, 1])
         self._delta = self._servo & (cfg.env.action_mode == "delta")
+        measured = self.robot.dynamics().measured_speeds() if self._delta.any() else None
         self.delta_scale = joint_delta_scale(
-            self.robot, cfg.env.delta_scale, self.control_dt, self.ctrl_half, cfg.env.ee_speed_limit
+            self.robot, cfg.env.delta_scale, self.control_dt, self.ctrl_half, cfg.env.ee_speed_limit, measured
         )
         self._any_delta, self._all_delta = bool(self._delta.any()), bool(self._delta.all())
         # set-points of delta-mode joints move at most this fast; absolute-mode set-points jump (no bound)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -55,6 +56,19 @@ class Robot:
     held_joints: list[str] = field(default_factory=list)
     #: the generated MJCF text when the robot came from a URDF/xacro description
     generated_mjcf: str | None = None
+    #: damping added per joint by ``env.servo_damping: auto`` (empty: the model's own physics)
+    added_damping: dict[str, float] = field(default_factory=dict)
+    #: measured joint dynamics (:meth:`dynamics`), probed on first use
+    _dynamics: Any = field(default=None, repr=False, compare=False)
+
+    def dynamics(self) -> Any:
+        """What the joints actually do in simulation: a :class:`~embodied_ws.sim.dynamics_probe.DynamicsProbe`
+        (measured once per model and cached on disk)."""
+        if self._dynamics is None:
+            from embodied_ws.sim.dynamics_probe import cached_probe
+
+            self._dynamics = cached_probe(self)
+        return self._dynamics
 
     @property
     def nu(self) -> int:
