@@ -118,16 +118,31 @@ VEC3 = st.lists(WILD, min_size=3, max_size=3)
 EVENT = st.tuples(st.integers(0, 5), st.floats(0.0, 0.1), VEC3, VEC3, st.integers(-1, 1))
 
 
+def _within(out: np.ndarray, prev: np.ndarray, measured: np.ndarray, lim) -> None:
+    """Every joint: at most ``max_step`` from the last command, or on the edge of the measured envelope (it
+    followed a robot that moved), and never further than ``max_offset`` from the measured pose."""
+    off = np.abs(out - measured)
+    assert (off <= lim.max_offset * (1 + 1e-9) + 1e-12).all(), (out, measured)
+    step_ok = np.abs(out - prev) <= lim.max_step * (1 + 1e-9) + 1e-12
+    edge = np.isclose(off, lim.max_offset, rtol=1e-9, atol=1e-12)
+    assert (step_ok | edge).all(), (out, prev, measured)
+
+
 @settings(max_examples=10_000, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 @given(events=st.lists(EVENT, max_size=12))
 def test_core_never_publishes_outside_the_envelope(core_for_properties: ControlCore, events) -> None:
-    """NaN/inf/huge joint states, velocities and goals; reordered/duplicate stamps; e-stop at any time."""
+    """NaN/inf/huge joint states, velocities and goals; reordered/duplicate/backwards stamps; e-stop at any time.
+
+    Every command is finite, inside the limits (the measured pose is clipped into them), within ``max_offset``
+    of the measured pose, and within ``max_step`` of the previous command unless the loop re-armed from the
+    measured pose (a restarted state source, a goal after a hold) or followed the measured pose.
+    """
     core = core_for_properties
     core.reset()
     lim = core.limits
     core.set_goal(np.array([0.3, 0.0, 0.3]))
     core.set_state(np.array([0.0, 0.35, 0.9]), np.zeros(3), 0.0, 0.0)
-    now, stamp, prev, stopped = 0.0, 0.0, None, False
+    now, stamp, prev, stopped, arms = 0.0, 0.0, None, False, core.envelope.arms
     for kind, dt, a, b, dstamp in events:
         now += dt
         if kind == 3:
@@ -143,10 +158,13 @@ def test_core_never_publishes_outside_the_envelope(core_for_properties: ControlC
             if stopped:
                 assert out is None
             elif out is not None:
-                assert np.isfinite(out).all() and (out >= lim.lower).all() and (out <= lim.upper).all()
-                if prev is not None:
-                    assert (np.abs(out - prev) <= lim.max_step * (1 + 1e-9) + 1e-12).all()
-                prev = out
+                measured = core.envelope.measured
+                inside = (measured >= lim.lower).all() and (measured <= lim.upper).all()
+                assert np.isfinite(out).all()
+                assert not inside or ((out >= lim.lower).all() and (out <= lim.upper).all())
+                if prev is not None and core.envelope.arms == arms:
+                    _within(out, prev, measured, lim)
+                prev, arms = out, core.envelope.arms
 
 
 @pytest.fixture(scope="module")
@@ -167,3 +185,89 @@ def test_realtime_priority_is_requested_validated_and_given_back(run: Path) -> N
     assert os.sched_getscheduler(0) == os.SCHED_OTHER
     with pytest.raises(UserError, match=r"deploy.realtime_priority: must be 0 \(off\) or 1-99, got 120"):
         resolve_target(run, ["deploy.realtime_priority=120"])
+
+
+# ------------------------------------------------------------------ no goal, no motion; restarts; the e-stop gate
+def _same(a: np.ndarray | None, b: np.ndarray) -> bool:
+    return a is not None and bool(np.allclose(a, b, rtol=0.0, atol=1e-12))
+
+
+def _core_at_home(run: Path, *sets: str) -> tuple[ControlCore, np.ndarray]:
+    core = ControlCore(resolve_target(run, ["deploy.soft_start_s=0.5", *sets]))
+    q = core.env.robot.home_qpos[core.qpos_adr].copy()
+    assert core.set_state(q, np.zeros(3), 1.0, 0.0, seq=1)
+    return core, q
+
+
+def test_without_a_valid_task_the_core_holds_at_the_measured_pose_and_says_why(run: Path) -> None:
+    from embodied_ws.deploy.status import loop_status
+
+    core, q = _core_at_home(run)
+    assert _same(core.tick(0.0), q) and core.envelope.status.mode == "hold"  # never got a task
+    assert loop_status(core) == ("WARN", "holding at the measured pose: no task on /embodied/task yet")
+    assert not core.set_goal(np.zeros(3))  # the sim's placeholder: the robot's base, out of reach
+    assert _same(core.tick(0.04), q)
+    level, line = loop_status(core)
+    assert level == "WARN" and "outside the robot's workspace" in line and "refused" in line, line
+    assert not core.set_goal(np.array([5.0, 5.0, 5.0])) and not core.set_goal(np.array([0.3, np.nan, 0.3]))
+    assert _same(core.tick(0.08), q) and "not finite" in loop_status(core)[1]
+    target = core.env.task.targets[7]
+    assert core.set_goal(target)  # a reachable task: soft start from the measured pose
+    assert _same(core.tick(0.12), q) and core.envelope.status.mode == "soft_start"
+    assert loop_status(core) == ("OK", "soft start")
+    assert core.envelope.status.events["hold"] == 3 and core.published == 4
+
+
+def test_a_restarted_state_source_holds_then_soft_starts_from_the_new_measured_pose(run: Path) -> None:
+    from embodied_ws.deploy.status import loop_status
+
+    core, q = _core_at_home(run)
+    core.set_goal(core.env.task.targets[3])
+    for k in range(40):  # 1.6 s at 25 Hz: past the soft start
+        core.set_state(q, np.zeros(3), 1.0 + 0.04 * (k + 1), 0.04 * (k + 1), seq=k + 2)
+        core.tick(0.04 * (k + 1))
+    assert core.envelope.status.mode == "running"
+    moved = q + np.array([0.5, -0.3, 0.4])  # a driver restart: stamps from 0 again, the arm elsewhere
+    assert core.set_state(moved, np.zeros(3), 0.0, 1.7, seq=42)  # same publisher, its clock back to 0
+    out = core.tick(1.7)
+    assert np.allclose(out, moved) and core.envelope.status.mode == "soft_start"
+    level, line = loop_status(core)
+    assert level == "WARN" and "started over" in line and "stamp went back" in line, line
+    assert core.envelope.status.events["state_restart"] == 1
+
+
+def test_position_clipping_on_most_ticks_is_a_warning_with_a_count(run: Path, tmp_path: Path) -> None:
+    from embodied_ws.deploy.status import loop_status
+
+    limits = tmp_path / "limits.yaml"
+    limits.write_text(
+        "joints:\n  base_yaw: {lower: -0.02, upper: 0.02}\n  shoulder: {lower: 0.33, upper: 0.37}\n"
+        "  elbow: {lower: 0.88, upper: 0.92}\n"
+    )
+    core, q = _core_at_home(run, f"deploy.limits_file={limits}", "deploy.soft_start_s=0")
+    core.set_goal(core.env.task.targets[int(np.argmax(core.env.task.targets[:, 2]))])  # far above: push the limits
+    for k in range(60):
+        out = core.tick(0.04 * (k + 1))
+        core.set_state(out, np.zeros(3), 1.0 + 0.04 * (k + 1), 0.04 * (k + 1), seq=k + 2)  # a perfect servo
+    clipped, ticks = core.envelope.clipping()
+    level, line = loop_status(core)
+    assert clipped > ticks / 2, (clipped, ticks)
+    assert level == "WARN" and f"on {clipped} of the last {ticks} ticks" in line, line
+
+
+def test_the_estop_gate_waits_for_the_latched_state() -> None:
+    from embodied_ws.deploy.estop import EstopGate
+
+    gate = EstopGate(discovery_s=3.0, latched_wait_s=2.0)
+    assert gate.update(0.0, 0) == "waiting" and not gate.go
+    assert gate.update(1.0, 1) == "waiting"  # a publisher: wait for its latched value
+    gate.received(True)
+    assert gate.update(1.1, 1) == "asserted" and not gate.go and "release it" in gate.describe()
+    gate.received(False)
+    assert gate.update(1.2, 1) == "released" and gate.go
+    quiet = EstopGate(discovery_s=3.0, latched_wait_s=2.0)
+    assert quiet.update(0.0, 0) == "waiting" and quiet.update(2.9, 0) == "waiting"
+    assert quiet.update(3.0, 0) == "absent" and quiet.go and "no e-stop publisher" in quiet.describe()
+    mute = EstopGate(discovery_s=3.0, latched_wait_s=2.0)
+    assert mute.update(0.0, 1) == "waiting" and mute.update(1.9, 1) == "waiting"
+    assert mute.update(2.0, 1) == "unlatched" and mute.go

@@ -194,3 +194,91 @@ def test_inference_overrun_and_nonfinite_commands_hold_and_are_counted() -> None
     assert ev["inference_timeout"] == 1 and ev["nonfinite"] == 2
     assert np.allclose(env.filter(np.full(N, 5.0), 0.005), first + 0.1)  # limit and rate limit
     assert ev["position_limit"] == 1 and ev["rate_limit"] == 1
+
+
+# ------------------------------------------------------------------ a state source that starts over
+def _armed(soft: float = 0.0, rate: float = 25.0) -> SafetyEnvelope:
+    lim = SafetyLimits.build(np.full(N, -2.0), np.full(N, 2.0), rate, 0.1, 2.0, soft_start_s=soft, state_timeout_s=0.25)
+    env = SafetyEnvelope(lim)
+    assert env.state_received(10.0, 0.0, np.zeros(N), seq=100)
+    assert env.arm(np.zeros(N), 0.0)
+    return env
+
+
+@pytest.mark.parametrize(
+    ("stamp", "now", "measured", "seq", "source", "why"),
+    [
+        (5.0, 0.04, np.zeros(N), 101, None, "stamp went back 5.000 s"),
+        (10.04, 0.04, np.zeros(N), 1, None, "sequence number went back from 100 to 1"),
+        (10.04, 0.04, np.zeros(N), None, b"other", "a new publisher"),
+        (10.04, 0.04, np.array([0.0, 0.9, 0.0]), 101, None, "actuator 1 jumped 0.900"),
+        (10.5, 0.5, np.zeros(N), 101, None, "came back after 0.50 s"),
+    ],
+)
+def test_a_state_source_that_starts_over_disarms_and_says_why(stamp, now, measured, seq, source, why) -> None:
+    env = _armed(soft=1.0)
+    env.stream.source = b"first" if source is not None else None
+    if now >= 0.5:  # the watchdog tripped before the states came back
+        assert env.filter(np.zeros(N), 0.3) is not None and env.status.mode == "state_timeout"
+    assert env.state_received(stamp, now, measured, seq=seq, source=source)  # fresh: the new stream's first
+    assert not env.armed and env.filter(np.ones(N), now) is None
+    assert env.status.events["state_restart"] == 1 and why in env.status.reason and env.status.rearmed
+    assert env.arm(measured, now)  # the caller re-arms from the measured pose: the first command holds there
+    assert np.array_equal(env.filter(np.ones(N), now), measured)
+
+
+def test_small_reorders_and_duplicates_are_stale_not_restarts() -> None:
+    env = _armed()
+    assert env.state_received(10.04, 0.04, np.zeros(N), seq=101)
+    assert not env.state_received(10.04, 0.05, np.zeros(N), seq=102)  # duplicate stamp
+    assert not env.state_received(9.9, 0.06, np.zeros(N), seq=103)  # back 0.14 s < tolerance (state_timeout_s)
+    assert env.state_received(10.08, 0.08, np.full(N, 0.05), seq=104)  # moved within the velocity limit
+    assert env.armed and env.status.events["state_restart"] == 0 and env.status.events["stale_state"] == 2
+
+
+@CASES
+@given(lim=LIMITS, stream=STREAM)
+def test_no_command_is_ever_further_than_max_offset_from_the_measured_pose(lim, stream) -> None:
+    """Measured poses that wander, jump and restart (stamps back, new sequence numbers); commands anywhere;
+    the caller re-arms from the measured pose whenever the envelope disarms (as ControlCore does)."""
+    seed, bad, n = stream
+    rng = np.random.default_rng(seed)
+    env = SafetyEnvelope(lim)
+    now, stamp, seq = 0.0, 0.0, 1
+    pose = np.clip(rng.normal(0.0, 1.0, N), lim.lower, lim.upper)
+    env.state_received(stamp, now, pose, seq=seq)
+    for kind, dt, v in zip(rng.integers(0, 6, n), rng.exponential(0.03, n), wild(rng, (n, N), bad), strict=True):
+        now += dt
+        if kind == 4:  # a state: drift, a jump, or a source that starts over
+            how = rng.integers(0, 4)
+            pose = pose + (rng.normal(0.0, 0.02, N) if how < 2 else rng.normal(0.0, 2.0, N))
+            stamp, seq = (0.0, 1) if how == 3 else (stamp + dt, seq + 1)
+            env.state_received(stamp, now, pose, seq=seq)
+        elif kind == 5:
+            out = env.filter(None, now, hold="no task")
+        else:
+            if not env.armed:
+                assert env.arm(pose, now)
+            out = env.filter(v, now)
+            if out is None:
+                continue
+            measured = env.measured
+            assert np.isfinite(out).all()
+            assert (np.abs(out - measured) <= lim.max_offset * (1 + 1e-9) + 1e-12).all(), (out, measured)
+            inside = (measured >= lim.lower).all() and (measured <= lim.upper).all()
+            assert not inside or ((out >= lim.lower).all() and (out <= lim.upper).all())
+
+
+def test_hold_stays_at_the_pose_measured_when_it_began_and_counts_clipping() -> None:
+    env = _armed()
+    out = env.filter(None, 0.04, hold="no task")
+    assert np.array_equal(out, np.zeros(N)) and env.status.mode == "hold" and env.status.reason == "no task"
+    env.state_received(10.04, 0.04, np.full(N, 0.03))  # a servo sagging under gravity: the hold does not follow
+    assert np.array_equal(env.filter(None, 0.08, hold="no task"), np.zeros(N))
+    assert env.status.events["hold"] == 1
+    env.arm(np.full(N, 0.03), 0.1)  # a goal: soft start from the measured pose
+    for k in range(60):  # a target past the upper limit: clipped on every tick
+        env.state_received(10.1 + 0.04 * k, 0.1 + 0.04 * k, np.minimum(0.03 + 0.08 * k, 1.95) * np.ones(N))
+        env.filter(np.full(N, 5.0), 0.1 + 0.04 * k)
+    clipped, ticks = env.clipping()
+    assert ticks == 50 and clipped == 50  # the 2 s window at 25 Hz

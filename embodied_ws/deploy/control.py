@@ -9,9 +9,13 @@ through is written back as the set-point the policy sees next tick, so policy an
 The ROS node (``embodied_ws.ros.nodes.policy_node``) only moves messages in and out::
 
     core = ControlCore(resolve_target("runs/reach1"))
-    core.set_goal(task_values)                  # /embodied/task
-    core.set_state(q, qd, stamp, now)           # /joint_states, in core.state_joints order
+    core.set_goal(task_values)                  # /embodied/task (refused: hold at the measured pose)
+    core.set_state(q, qd, stamp, now, seq)      # /joint_states, in core.state_joints order
     cmd = core.tick(now)                        # None: publish nothing
+
+**No goal, no motion**: until a valid task arrived (finite, the right size and, for tasks with a
+workspace, within reach of the robot: :mod:`embodied_ws.deploy.workspace`), and whenever one is
+refused, the loop holds at the measured pose (:attr:`ControlCore.goal_problem` says why).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from embodied_ws.deploy.artifact import DeployTarget
 from embodied_ws.deploy.limits import command_limits
 from embodied_ws.deploy.policy import ExportedPolicy
 from embodied_ws.deploy.safety import SafetyEnvelope
+from embodied_ws.deploy.workspace import Workspace
 from embodied_ws.randomization.spec import DRSpec
 from embodied_ws.sim.core import EnvCore, build_robot
 from embodied_ws.sim.robot import load_robot
@@ -127,8 +132,12 @@ class ControlCore:
         self._any_delta = bool(self._delta.any())
         self._mid, self._half = self.env.ctrl_mid, self.env.ctrl_half
         self.goal_dim = self.env.goal.shape[1]
+        self.workspace = Workspace.of(self.env.task)
         self.has_state = False
         self.has_goal = self.goal_dim == 0
+        #: why there is no valid goal (empty: there is one); the loop holds at the measured pose meanwhile
+        self.goal_problem = "" if self.has_goal else "no task on /embodied/task yet"
+        self._scratch = self.data.qpos.copy()
         self._unstable = np.zeros(1, dtype=bool)
         self._action = np.zeros((1, robot.nu))
         # views the observation code reads (batch of one)
@@ -143,24 +152,46 @@ class ControlCore:
 
     # ----------------------------------------------------------------- inputs
     def set_goal(self, values: np.ndarray) -> bool:
-        """The task message (target position for reach); False when its size or values are wrong."""
+        """The task message (target position for reach); False when it is refused.
+
+        A refused task (wrong size, NaN/inf, out of the robot's reach) replaces the goal by *no goal*:
+        the loop holds at the measured pose until a valid one comes (:attr:`goal_problem` says why).
+        """
         v = np.asarray(values, dtype=np.float64).ravel()
-        if v.size != self.goal_dim or not np.isfinite(v).all():
+        if v.size != self.goal_dim:
+            problem = f"the task has {v.size} values, the policy needs {self.goal_dim}"
+        elif not np.isfinite(v).all():
+            problem = "the task is not finite (NaN/inf): no valid task"
+        else:
+            problem = self.workspace.problem(v) if self.workspace else ""
+        if problem:
+            self.has_goal, self.goal_problem = False, problem
             return False
         self.env.goal[0] = v
-        self.has_goal = True
+        if not self.has_goal and self.envelope.holding:
+            self.envelope.disarm()  # a goal after a hold: soft start again from the measured pose
+        self.has_goal, self.goal_problem = True, ""
         return True
 
-    def set_state(self, q: np.ndarray, qd: np.ndarray, stamp: float, now: float) -> bool:
+    def set_state(
+        self, q: np.ndarray, qd: np.ndarray, stamp: float, now: float, seq: int | None = None, source: object = None
+    ) -> bool:
         """A measured joint state in :attr:`state_joints` order; False when it is not used.
 
         Non-finite values, duplicate and out-of-order stamps are dropped (the state watchdog then
-        trips if nothing fresh follows).
+        trips if nothing fresh follows). A state showing that the source started over (stamps back,
+        a new publisher, a jump the velocity limit cannot explain) disarms: the next tick holds at the
+        measured pose and soft-starts from it.
+
+        :param seq: the publisher's sequence number of the message (a new publisher starts again at 1)
+        :param source: the publisher's identity (GID), where the middleware gives it
         """
         if not (np.isfinite(q).all() and np.isfinite(qd).all()):
             self.bad_states += 1
             return False
-        if not self.envelope.state_received(stamp, now):
+        self._scratch[self.qpos_adr] = q
+        measured = self._mid + self._half * self.env.hold_action(self._scratch)
+        if not self.envelope.state_received(stamp, now, measured, seq, source):
             return False
         d = self.data
         d.qpos[self.qpos_adr] = q
@@ -175,6 +206,7 @@ class ControlCore:
         the next measured pose, as training starts an episode from its initial pose. The e-stop latch stays."""
         self.envelope.restart_stream()
         self.has_state = False
+        self._scratch[:] = self.data.qpos
 
     def estop(self) -> None:
         """Latch the e-stop (nothing is published until :meth:`reset`)."""
@@ -197,11 +229,15 @@ class ControlCore:
         """
         self.ticks += 1
         env, envelope = self.env, self.envelope
-        if envelope.estopped:
-            return None
-        if not envelope.armed:
-            if not (self.has_state and self.has_goal):
+        if envelope.estopped or not self.has_state:
+            return None  # nothing measured: nothing to hold either
+        if not self.has_goal:  # no goal, no motion: hold at the measured pose
+            if not envelope.armed and not envelope.arm(self.measured_command(), now):
                 return None
+            out = envelope.filter(None, now, hold=self.goal_problem)
+            self.published += out is not None
+            return out
+        if not envelope.armed:
             # start where the robot is: set-points = measured pose (as at an episode start)
             env.first_obs(0, self.data.qpos, self.data.qvel, self.data.sensordata)
             if not envelope.arm(self.measured_command(), now):

@@ -10,6 +10,10 @@ tighten them::
       elbow: {upper: 2.0}
 
 Other actuators (torque, velocity) keep their control range.
+
+A position servo's command also stays within ``deploy.max_step`` of the joint's *measured* position
+(:attr:`~embodied_ws.deploy.safety.SafetyLimits.max_offset`), so no set-point is ever a jump away
+from where the robot is.
 """
 
 from __future__ import annotations
@@ -103,4 +107,6 @@ def command_limits(robot: Robot, meta: dict[str, Any], d: DeployConfig, rate_hz:
         inference_timeout_s=d.inference_timeout_s,
         on_state_timeout=d.on_state_timeout,
         safe_pose=safe,
+        # a servo's command is a position: never more than max_step from where the joint is measured
+        max_offset=np.where(servo, d.max_step, np.inf),
     )

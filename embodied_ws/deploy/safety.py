@@ -3,8 +3,14 @@
 One :class:`SafetyEnvelope` per controlled robot, in command space (what ``/<controller>/commands``
 carries: joint set-points for position servos, the actuator's own units otherwise). Every tick::
 
-    env.state_received(stamp, now)          # on each /joint_states; False for duplicate/out-of-order/stale
+    env.state_received(stamp, now, measured)    # on each /joint_states; False for duplicate/out-of-order/stale
     out = env.filter(command, now, compute_s)   # None: publish nothing (e-stop latched, not armed yet)
+    out = env.filter(None, now, hold="why")      # no valid task: hold at the measured pose, say why
+
+``state_received`` also notices **a state source that starts over** (:mod:`embodied_ws.deploy.stream`:
+a new publisher, stamps going back, states coming back after the watchdog tripped, a position jump
+the velocity limit cannot explain): the envelope disarms, and the caller re-arms from the measured
+pose (soft start), so the next command holds the robot where it is.
 
 ``filter`` applies, in this order:
 
@@ -20,9 +26,13 @@ carries: joint set-points for position servos, the actuator's own units otherwis
 7. **position limits**: clip into ``[lower, upper]``.
 8. **max change per tick**: the step from the last published command is clipped to ``max_step``
    (already the tighter of the per-tick limit and ``max_velocity × period``).
+9. **measured envelope**: the command is clamped to within ``max_offset`` of the last *measured*
+   pose, so no code path (a stale set-point, a restarted robot, a hold) commands a jump.
 
-So whatever comes in (NaN, inf, 1e300, a stale or reordered state stream), every command that
-comes out is finite, inside the limits and at most ``max_step`` from the previous one.
+So whatever comes in (NaN, inf, 1e300, a stale, reordered or restarted state stream), every command
+that comes out is finite, at most ``max_offset`` from the measured pose, inside the limits (when the
+robot is measured inside them) and at most ``max_step`` from the previous one (except where the
+measured envelope pulls it back towards a robot that is somewhere else).
 The hot path uses preallocated numpy buffers (this runs at up to 1 kHz next to the policy).
 """
 
@@ -34,6 +44,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from embodied_ws.deploy.stream import StateStream
 
 #: what the state watchdog does when /joint_states goes quiet
 ON_STATE_TIMEOUT = ("hold", "safe_pose")
@@ -53,6 +65,11 @@ class SafetyLimits:
     :param inference_timeout_s: observation + policy time above this drops the command (0: off)
     :param on_state_timeout: ``hold`` (repeat the last safe command) or ``safe_pose`` (move there, rate limited)
     :param safe_pose: command to go to on a state timeout (``safe_pose`` mode), clipped into the limits
+    :param max_offset: largest distance of a command from the measured pose per actuator (``inf``: none, e.g. a
+        torque actuator whose command is not a position); None: ``max_step``
+    :param stamp_tolerance_s: a state stamp going back by more than this is a restarted source (None:
+        ``state_timeout_s``); by less, a duplicate or reordered state that is ignored
+    :param clip_window_s: the window over which :meth:`SafetyEnvelope.clipping` counts clipped ticks
     """
 
     lower: np.ndarray
@@ -64,6 +81,9 @@ class SafetyLimits:
     inference_timeout_s: float = 0.02
     on_state_timeout: str = "hold"
     safe_pose: np.ndarray | None = None
+    max_offset: np.ndarray | None = None
+    stamp_tolerance_s: float | None = None
+    clip_window_s: float = 2.0
 
     @classmethod
     def build(
@@ -82,11 +102,13 @@ class SafetyLimits:
         :param rate_hz: tick rate of the control loop
         :param max_step: largest change per tick (scalar or per actuator)
         :param max_velocity: largest command velocity in units per second (scalar or per actuator)
-        :param kw: the other :class:`SafetyLimits` fields
+        :param kw: the other :class:`SafetyLimits` fields (``max_offset`` may be a scalar)
         """
         lower, upper = np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64)
         period = 1.0 / float(rate_hz)
         step = np.minimum(np.broadcast_to(max_step, lower.shape), np.broadcast_to(max_velocity, lower.shape) * period)
+        if kw.get("max_offset") is not None:
+            kw["max_offset"] = np.array(np.broadcast_to(kw["max_offset"], lower.shape), dtype=np.float64)
         return cls(lower.copy(), upper.copy(), np.asarray(step, dtype=np.float64).copy(), period, **kw)
 
     def __post_init__(self) -> None:
@@ -103,35 +125,48 @@ class SafetyLimits:
             self.safe_pose = np.clip(np.asarray(self.safe_pose, dtype=np.float64), self.lower, self.upper)
             if self.safe_pose.shape != n:
                 raise ValueError("safe_pose must have one entry per actuator")
+        offset = self.max_step.copy() if self.max_offset is None else np.asarray(self.max_offset, dtype=np.float64)
+        if offset.shape != n or np.isnan(offset).any() or (offset <= 0).any():
+            raise ValueError("max_offset must have one entry per actuator, each > 0 (inf: unbounded)")
+        self.max_offset = offset
+        if self.stamp_tolerance_s is None:
+            self.stamp_tolerance_s = self.state_timeout_s
 
 
 @dataclass
 class EnvelopeStatus:
     """What the envelope is doing (for /diagnostics and logs).
 
-    :param mode: ``disarmed``, ``soft_start``, ``running``, ``state_timeout``, ``estop``
+    :param mode: ``disarmed``, ``soft_start``, ``running``, ``hold`` (no valid task: at the measured pose),
+        ``state_timeout``, ``estop``
     :param events: counts: ``state_timeout`` (watchdog trips), ``inference_timeout``, ``nonfinite``,
         ``position_limit`` (ticks with a clipped command), ``rate_limit`` (ticks with a clipped step),
-        ``stale_state`` (duplicate, out-of-order or non-finite stamps ignored), ``estop``
+        ``track_limit`` (ticks whose command was pulled to within ``max_offset`` of the measured pose),
+        ``stale_state`` (duplicate, out-of-order or non-finite stamps ignored), ``state_restart``
+        (a state source that started over), ``hold`` (holds begun), ``estop``
     :param state_age_s: age of the last fresh state at the last tick
     :param last_event: the most recent event name (empty when none)
+    :param reason: why the loop holds (mode ``hold``) or why it last re-armed (a restarted state source)
+    :param rearmed: the soft start under way follows a restarted state source (``reason`` says which)
     """
 
     mode: str = "disarmed"
     events: Counter = field(default_factory=Counter)
     state_age_s: float = math.inf
     last_event: str = ""
+    reason: str = ""
+    rearmed: bool = False
 
 
 class SafetyEnvelope:
-    """Limits, rate limits, watchdogs and the e-stop latch over a stream of commands.
+    """Limits, rate limits, the measured envelope, watchdogs and the e-stop latch over a stream of commands.
 
     :param limits: the robot's :class:`SafetyLimits`
 
     Times (``now``, ``stamp``) are seconds on any monotonic clock the caller owns, so tests drive it
     with a fake clock and nothing sleeps. ``state_received`` stamps are the message stamps (robot or
-    sim time) and only need to increase; the watchdog compares ``now`` with the ``now`` at which the
-    last fresh state arrived.
+    sim time) and only need to increase within one stream; the watchdog compares ``now`` with the
+    ``now`` at which the last fresh state arrived.
     """
 
     def __init__(self, limits: SafetyLimits) -> None:
@@ -139,9 +174,17 @@ class SafetyEnvelope:
         n = limits.lower.shape[0]
         self._last = np.zeros(n)  # last published command
         self._start = np.zeros(n)  # soft-start pose
+        self._hold = np.zeros(n)  # pose held without a valid task
         self._target = np.zeros(n)
         self._step = np.zeros(n)
+        self._lo, self._hi = np.zeros(n), np.zeros(n)  # the measured envelope of this tick
         self._neg_step = -limits.max_step
+        self._round_lo = np.zeros(n)
+        self._round_hi = np.zeros(n)
+        self.stream = StateStream(n, limits.stamp_tolerance_s, limits.max_step / limits.period, limits.max_offset)
+        self._clipped = np.zeros(max(1, round(limits.clip_window_s / limits.period)), dtype=bool)
+        self._ticks = 0
+        self.arms = 0  #: how often :meth:`arm` started a soft start (each one starts from the measured pose)
         self.status = EnvelopeStatus()
         self.reset()
 
@@ -151,26 +194,36 @@ class SafetyEnvelope:
         self.armed = False
         self.estopped = False
         self._t_start = 0.0
-        self._last_stamp = -math.inf
-        self._last_state_time = -math.inf
         self._stale = False
+        self.stream.forget()
+        self._clipped[:] = False
+        self._ticks = 0
         self.status.mode = "disarmed"
+        self.status.reason, self.status.rearmed = "", False
 
-    def restart_stream(self) -> None:
+    def restart_stream(self, reason: str = "") -> None:
         """The robot's state stream restarted (a simulator reset: stamps start over, the pose jumped).
 
         Disarms (soft start again from the next measured pose) and forgets the last stamp; the
-        e-stop latch stays.
+        e-stop latch stays. ``reason`` (when given) is reported like a detected restart.
         """
         self.armed = False
-        self._last_stamp = -math.inf
-        self._last_state_time = -math.inf
+        self.stream.forget()
         self._stale = False
+        if reason:
+            self._event("state_restart")
+            self.status.reason, self.status.rearmed = reason, True
+        if not self.estopped:
+            self.status.mode = "disarmed"
+
+    def disarm(self) -> None:
+        """Stop publishing until the next :meth:`arm` (which soft-starts from the measured pose again)."""
+        self.armed = False
         if not self.estopped:
             self.status.mode = "disarmed"
 
     def arm(self, measured_command: np.ndarray, now: float) -> bool:
-        """Start from the measured pose (in command space); soft start runs from ``now``.
+        """Start (or start again) from the measured pose (in command space); soft start runs from ``now``.
 
         Returns False (stays disarmed) when the pose is not finite or the e-stop is latched.
         """
@@ -181,7 +234,10 @@ class SafetyEnvelope:
         self._last[:] = self._start
         self._t_start = now
         self.armed = True
+        self.arms += 1
         self.status.mode = "soft_start" if self.limits.soft_start_s > 0 else "running"
+        if self.status.mode == "running":
+            self.status.rearmed = False
         return True
 
     def estop(self) -> None:
@@ -193,17 +249,34 @@ class SafetyEnvelope:
         self.status.mode = "estop"
 
     # ----------------------------------------------------------------- inputs
-    def state_received(self, stamp: float, now: float) -> bool:
+    def state_received(
+        self,
+        stamp: float,
+        now: float,
+        measured: np.ndarray | None = None,
+        seq: int | None = None,
+        source: object = None,
+    ) -> bool:
         """A joint state stamped ``stamp`` arrived at ``now``; returns whether it is fresh.
 
         Duplicate, out-of-order and non-finite stamps are not fresh: they do not feed the
-        watchdog and the caller should not use their values.
+        watchdog and the caller should not use their values. A state that shows the source
+        started over (:class:`~embodied_ws.deploy.stream.StateStream`) is fresh, disarms the
+        envelope and is reported (``state_restart``): the caller re-arms from the measured pose.
+
+        :param stamp: the message stamp (s)
+        :param now: arrival time on the caller's clock (s)
+        :param measured: the measured pose in command space (feeds the measured envelope)
+        :param seq: the publisher's sequence number of the message, where known
+        :param source: the publisher's identity (GID), where known
         """
-        if not (stamp > self._last_stamp and math.isfinite(stamp)):
+        verdict = self.stream.check(stamp, now, measured, seq, source, self.armed, self._stale)
+        if not verdict.fresh:
             self.status.events["stale_state"] += 1
             return False
-        self._last_stamp = stamp
-        self._last_state_time = now
+        if verdict.restart:
+            self.restart_stream(verdict.restart)
+            self.stream.check(stamp, now, measured, seq, source)  # the first state of the new stream
         return True
 
     @property
@@ -211,23 +284,42 @@ class SafetyEnvelope:
         """The last command :meth:`filter` let through (a copy), or None before arming."""
         return self._last.copy() if self.armed else None
 
+    @property
+    def measured(self) -> np.ndarray | None:
+        """The last fresh measured pose in command space (a copy), or None before one arrived."""
+        return self.stream.measured.copy() if self.stream.has_measured else None
+
+    @property
+    def holding(self) -> bool:
+        """Whether the loop holds at the measured pose for want of a valid task."""
+        return self.armed and self.status.mode == "hold"
+
     def state_timed_out(self, now: float) -> bool:
         """Whether the last fresh state is older than ``state_timeout_s`` at ``now``."""
-        return now - self._last_state_time > self.limits.state_timeout_s
+        return now - self.stream.last_time > self.limits.state_timeout_s
+
+    def clipping(self) -> tuple[int, int]:
+        """``(ticks whose command hit a position limit, ticks)`` over the last ``clip_window_s``."""
+        n = min(self._ticks, self._clipped.size)
+        return int(self._clipped.sum()), n
 
     # ----------------------------------------------------------------- the filter
-    def filter(self, command: np.ndarray, now: float, compute_s: float = 0.0) -> np.ndarray | None:
+    def filter(
+        self, command: np.ndarray | None, now: float, compute_s: float = 0.0, hold: str = ""
+    ) -> np.ndarray | None:
         """The safe command to publish at ``now`` for ``command``, or None to publish nothing.
 
-        :param command: the policy's command in command space (any values, NaN included)
+        :param command: the policy's command in command space (any values, NaN included; ignored when holding)
         :param now: current time on the caller's clock
         :param compute_s: seconds spent computing ``command`` (inference watchdog)
+        :param hold: why there is nothing to pursue (no valid task): hold at the pose measured when the
+            hold began instead of following ``command``
         :return: a new array (safe to keep), or None when e-stopped or not armed
         """
         if self.estopped or not self.armed:
             return None
         lim, st, target = self.limits, self.status, self._target
-        st.state_age_s = now - self._last_state_time
+        st.state_age_s = now - self.stream.last_time
         if st.state_age_s > lim.state_timeout_s:
             if not self._stale:
                 self._event("state_timeout")
@@ -237,6 +329,13 @@ class SafetyEnvelope:
                 target[:] = lim.safe_pose
             else:
                 target[:] = self._last
+        elif hold:
+            self._stale = False
+            if st.mode != "hold" or st.reason != hold:
+                self._event("hold")
+                self._hold[:] = self.stream.measured if self.stream.has_measured else self._last
+                st.mode, st.reason, st.rearmed = "hold", hold, False
+            target[:] = self._hold
         else:
             self._stale = False
             command = np.asarray(command, dtype=np.float64)
@@ -257,17 +356,35 @@ class SafetyEnvelope:
                     st.mode = "soft_start"
                 else:
                     target[:] = command
-                    st.mode = "running"
-        # position limits, then max change per tick (the last command is inside the limits)
-        if (target < lim.lower).any() or (target > lim.upper).any():
+                    st.mode, st.rearmed = "running", False
+        return self._bound(target)
+
+    def _bound(self, target: np.ndarray) -> np.ndarray:
+        """Position limits, max change per tick, then the measured envelope; ``target`` becomes the command."""
+        lim, st = self.limits, self.status
+        clipped = bool((target < lim.lower).any() or (target > lim.upper).any())
+        if clipped:
             st.events["position_limit"] += 1
             np.clip(target, lim.lower, lim.upper, out=target)
+        self._clipped[self._ticks % self._clipped.size] = clipped
+        self._ticks += 1
         step = np.subtract(target, self._last, out=self._step)
         if (step > lim.max_step).any() or (step < self._neg_step).any():
             st.events["rate_limit"] += 1
             np.clip(step, self._neg_step, lim.max_step, out=step)
         self._last += step
-        np.clip(self._last, lim.lower, lim.upper, out=self._last)  # rounding never leaves the limits
+        if self.stream.has_measured:  # never further than max_offset from where the robot is
+            np.subtract(self.stream.measured, lim.max_offset, out=self._lo)
+            np.add(self.stream.measured, lim.max_offset, out=self._hi)
+            if (self._last < self._lo).any() or (self._last > self._hi).any():
+                st.events["track_limit"] += 1
+                np.clip(self._last, self._lo, self._hi, out=self._last)
+            # rounding never leaves the limits, except where the robot itself is measured outside them
+            np.minimum(lim.lower, self._hi, out=self._round_lo)
+            np.maximum(lim.upper, self._lo, out=self._round_hi)
+            np.clip(self._last, self._round_lo, self._round_hi, out=self._last)
+        else:
+            np.clip(self._last, lim.lower, lim.upper, out=self._last)
         return self._last.copy()
 
     def _event(self, name: str) -> None:

@@ -10,6 +10,10 @@ on a timer at ``real_time_factor`` × real time with the latest command. Physics
 file's fixed physical values replace DR and are kept for every episode, a command takes effect
 ``action_latency`` control periods after it arrives, and optional noise is added to commands and
 measured joint states.
+
+``stamp_offset_s`` (settable while running) is added to every stamp: setting it lower makes the
+clock jump back with the robot where it is, as a driver's clock step or a bag replay does (the
+policy node must treat that as a state source that started over).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import sys
 
 import mujoco
 import numpy as np
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Image, JointState
@@ -44,6 +49,7 @@ PARAMETERS = {
     "controller": "joint_group_position_controller",
     "publish_camera": False,
     "plant": "",
+    "stamp_offset_s": 0.0,
 }
 
 
@@ -86,6 +92,8 @@ class MujocoSimNode(Node):
         self.duplicates = 0
         self._lo, self._hi = self.core.robot.ctrl_low, self.core.robot.ctrl_high
         self._clock_listeners = 0
+        self._stamp_offset = float(self.get_parameter("stamp_offset_s").value)
+        self.add_on_set_parameters_callback(self._on_parameters)
 
         controller = self.get_parameter("controller").value
         self.pub_state = self.create_publisher(JointState, "/joint_states", qos.STATE)
@@ -147,7 +155,7 @@ class MujocoSimNode(Node):
         self._publish()
 
     def _publish(self) -> None:
-        d, t = self.data, self.data.time
+        d, t = self.data, self.data.time + self._stamp_offset
         q, v = d.qpos[self._qadr], d.qvel[self._vadr]
         if self._obs_noise:
             q = q + self._noise_rng.standard_normal(q.shape) * self._obs_noise
@@ -200,6 +208,15 @@ class MujocoSimNode(Node):
         response.success = True
         response.message = f"episode {self.episode}"  # for people; clients read the id from /embodied/task
         return response
+
+    def _on_parameters(self, params: list) -> SetParametersResult:
+        for p in params:
+            if p.name == "stamp_offset_s":
+                value = float(p.value)
+                if not (math.isfinite(value) and self.data.time + value >= 0):
+                    return SetParametersResult(successful=False, reason="stamp_offset_s: finite, stamps >= 0")
+                self._stamp_offset = value
+        return SetParametersResult(successful=True)
 
     def _on_pause(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
         self.paused = bool(request.data)

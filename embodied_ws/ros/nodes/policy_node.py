@@ -7,12 +7,16 @@ A lifecycle node (``lifecycle_msgs`` services ``~/change_state``, ``~/get_state`
   ``/embodied/estop`` (std_msgs/Bool, latched);
 * **activate** starts the fixed-rate loop (``deploy.rate_hz``, default the policy's control rate):
   it soft-starts from the first measured pose and publishes std_msgs/Float64MultiArray on
-  ``/<controller>/commands``; an asserted e-stop refuses activation;
+  ``/<controller>/commands``; an asserted e-stop refuses activation, and nothing is published before
+  the e-stop's latched state is known (:class:`~embodied_ws.deploy.estop.EstopGate`);
 * **deactivate** stops the loop (nothing is published); the next activate re-arms a latched e-stop;
 * **cleanup** drops the policy and the subscriptions.
 
 E-stop true latches at once (no command after it). ``dry_run:=true`` computes and logs commands but
-publishes none. ``/diagnostics`` carries achieved rate, jitter, inference time and the envelope's
+publishes none. Without a valid task the loop holds at the measured pose; a state source that starts
+over (stamps back, a new publisher: its message sequence numbers start again) re-arms it through soft
+start from the measured pose; both say so on ``/diagnostics`` (WARN) and in one log line.
+``/diagnostics`` carries achieved rate, jitter, inference time and the envelope's
 limit/watchdog events, once per ``deploy.diagnostics_hz`` and at once when an event happens.
 All logic is in :mod:`embodied_ws.deploy`; this node only moves messages.
 """
@@ -20,6 +24,7 @@ All logic is in :mod:`embodied_ws.deploy`; this node only moves messages.
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 import time
 import typing
@@ -36,7 +41,9 @@ from embodied_ws.config.schema import DeployConfig
 from embodied_ws.core.errors import UserError
 from embodied_ws.deploy.artifact import DeployTarget, resolve_target
 from embodied_ws.deploy.control import ControlCore
+from embodied_ws.deploy.estop import EstopGate
 from embodied_ws.deploy.rate import RateMeter, request_realtime
+from embodied_ws.deploy.status import clipping_line, loop_status
 from embodied_ws.ros import cdr, qos
 from embodied_ws.ros import conversions as conv
 from embodied_ws.ros.spin import run_node
@@ -45,8 +52,8 @@ from embodied_ws.ros.spin import run_node
 PARAMETERS = {"policy": "", "dry_run": False, "autostart": False}
 _TYPES = {str: Parameter.Type.STRING, bool: Parameter.Type.BOOL, float: Parameter.Type.DOUBLE,
           int: Parameter.Type.INTEGER, list[float]: Parameter.Type.DOUBLE_ARRAY}  # fmt: skip
-_LEVEL = {"running": DiagnosticStatus.OK, "soft_start": DiagnosticStatus.OK, "disarmed": DiagnosticStatus.WARN,
-          "state_timeout": DiagnosticStatus.ERROR, "estop": DiagnosticStatus.ERROR}  # fmt: skip
+_LEVEL = {"OK": DiagnosticStatus.OK, "WARN": DiagnosticStatus.WARN, "ERROR": DiagnosticStatus.ERROR}
+ESTOP = "/embodied/estop"
 OK, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
 
 
@@ -69,7 +76,11 @@ class PolicyNode(LifecycleNode):
         self._timers: list[Any] = []
         self.pub_cmd = self.pub_diag = None
         self.estop_asserted = False
+        self.gate = EstopGate()
         self.meter: RateMeter | None = None
+        self._said: tuple[str, str, int] = ("", "", 0)  # (mode, reason, restarts) last logged
+        self._clip_said = False
+        self._t_report = -math.inf
         self._events_seen = 0
         self._joint_error = ""
         self._episode: int | None = None
@@ -118,8 +129,10 @@ class PolicyNode(LifecycleNode):
         self._subs = [
             self.create_subscription(JointState, "/joint_states", self._on_state, qos.STATE, raw=True),
             self.create_subscription(Float64MultiArray, "/embodied/task", self._on_task, qos.LATCHED),
-            self.create_subscription(Bool, "/embodied/estop", self._on_estop, qos.LATCHED),
+            self.create_subscription(Bool, ESTOP, self._on_estop, qos.LATCHED),
         ]
+        if self.gate.value is None:
+            self.gate = EstopGate()  # its clock starts at the first tick or wait
         self.get_logger().info(
             f"configured: {_describe(core.target)} at {core.rate_hz:g} Hz, commands on {self.command_topic}"
             + (" (dry run: nothing is published)" if self.dry_run else "")
@@ -129,10 +142,12 @@ class PolicyNode(LifecycleNode):
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         """Arm (soft start from the next measured pose) and start the loop; refused while the e-stop is asserted."""
         if self.estop_asserted:
-            self.get_logger().error("e-stop asserted on /embodied/estop: release it (publish false) first")
+            self.get_logger().error(f"e-stop asserted on {ESTOP}: release it (publish false) first")
             return FAILURE
         core = self.core
         core.reset()
+        st = core.envelope.status
+        self._said, self._clip_said = (st.mode, st.reason, st.events["state_restart"]), False
         self.meter = RateMeter(core.rate_hz)
         self._timers = [
             self.create_timer(1.0 / core.rate_hz, self._tick),
@@ -178,7 +193,16 @@ class PolicyNode(LifecycleNode):
         self.core = None
 
     # ------------------------------------------------------------------ callbacks
-    def _on_state(self, raw: bytes) -> None:
+    def estop_state(self) -> str:
+        """The e-stop gate's answer now (``waiting``, ``asserted``, ``released``, ``unlatched``, ``absent``);
+        logs the warning of an unlatched or absent e-stop once."""
+        before = self.gate.state
+        state = self.gate.update(time.monotonic(), self.count_publishers(ESTOP))
+        if state != before and state in ("unlatched", "absent"):
+            self.get_logger().warn(self.gate.describe())
+        return state
+
+    def _on_state(self, raw: bytes, info: dict[str, Any]) -> None:
         core = self.core
         if core is None:
             return
@@ -192,7 +216,9 @@ class PolicyNode(LifecycleNode):
         except cdr.CdrError as exc:
             self.get_logger().warn(f"/joint_states ignored: {exc}", throttle_duration_sec=5.0)
             return
-        core.set_state(q, qd, self._decoder.stamp(raw), time.monotonic())
+        # message info (rclpy passes it to a two-argument callback): a new publisher's sequence numbers start at 1
+        seq, source = info.get("publication_sequence_number"), info.get("publisher_gid")
+        core.set_state(q, qd, self._decoder.stamp(raw), time.monotonic(), seq or None, source)
 
     def _on_task(self, msg: Float64MultiArray) -> None:
         if self.core is None:
@@ -201,12 +227,11 @@ class PolicyNode(LifecycleNode):
         if episode and episode != self._episode:
             self.core.new_episode()  # sim reset: stamps start over and the pose jumped
             self._episode = episode
-        if not self.core.set_goal(conv.array_of(msg)):
-            self.get_logger().warn(f"/embodied/task ignored: expected {self.core.goal_dim} finite values",
-                                   throttle_duration_sec=5.0)  # fmt: skip
+        self.core.set_goal(conv.array_of(msg))  # a refused task holds at the measured pose (logged by the loop)
 
     def _on_estop(self, msg: Bool) -> None:
         self.estop_asserted = bool(msg.data)
+        self.gate.received(self.estop_asserted)
         if self.estop_asserted and self.core is not None:
             self.core.estop()
             self.get_logger().error("E-STOP latched: no more commands until deactivate/activate")
@@ -218,15 +243,42 @@ class PolicyNode(LifecycleNode):
             return
         now = time.monotonic()
         self.meter.tick(now)
+        if not self.gate.go and self.estop_state() not in ("released", "unlatched", "absent"):
+            self._report_throttled(now)  # the e-stop state is not known yet (or asserted): nothing moves
+            return
         cmd = core.tick(now)
         if cmd is not None:
             if self.pub_cmd is not None:
                 self.pub_cmd.publish(self._encoder.encode(cmd))
             else:
                 self.get_logger().info(f"dry run: command {cmd.round(4).tolist()}", throttle_duration_sec=1.0)
+        self._log_changes()
         events = sum(core.envelope.status.events.values())
         if events != self._events_seen:  # watchdog, limit and e-stop events are reported at once
             self._events_seen = events
+            self._report()
+
+    def _log_changes(self) -> None:
+        """One log line when the loop begins to hold, re-arms after a restarted source, or clips on most ticks."""
+        st = self.core.envelope.status
+        now = (st.mode, st.reason, st.events["state_restart"])
+        if now != self._said:
+            if st.mode == "hold" and (self._said[0] != "hold" or self._said[1] != st.reason):
+                self.get_logger().warn(f"holding at the measured pose: {st.reason}")
+            elif now[2] > self._said[2]:
+                self.get_logger().warn(f"the state source started over ({st.reason}): "
+                                       "holding at the measured pose, then soft start")  # fmt: skip
+            self._said = now
+        clip = clipping_line(self.core)
+        if bool(clip) != self._clip_said:
+            self._clip_said = bool(clip)
+            if clip:
+                self.get_logger().warn(clip)
+            self._report()
+
+    def _report_throttled(self, now: float) -> None:
+        if now - self._t_report >= 1.0 / self.core.cfg.deploy.diagnostics_hz:
+            self._t_report = now
             self._report()
 
     # ------------------------------------------------------------------ diagnostics
@@ -235,18 +287,9 @@ class PolicyNode(LifecycleNode):
         core = self.core
         st = core.envelope.status
         mode = st.mode
-        if mode == "disarmed":
-            waiting = [w for w, ok in (("/joint_states", core.has_state), ("/embodied/task", core.has_goal)) if not ok]
-            message = f"waiting for {', '.join(waiting)}" if waiting else "disarmed"
-        elif mode == "state_timeout":
-            how = "holding the last command" if core.limits.on_state_timeout == "hold" else "going to safe_pose"
-            message = f"state watchdog: no fresh /joint_states for {st.state_age_s:.2f} s, {how}"
-        elif mode == "estop":
-            message = "e-stop latched: no commands"
-        else:
-            message = mode.replace("_", " ")
-        if self._joint_error:
-            message = self._joint_error
+        estop = "" if self.gate.go else self.gate.describe()
+        level, message = loop_status(core, estop, self._joint_error)
+        clipped, window = core.envelope.clipping()
         values = {
             "mode": mode,
             "dry_run": self.dry_run,
@@ -258,11 +301,13 @@ class PolicyNode(LifecycleNode):
             "state_age_s": round(st.state_age_s, 3),
             "commands": core.published,
             "last_event": st.last_event,
+            "reason": st.reason,
+            "estop": self.gate.state,
+            "clipped_in_window": f"{clipped}/{window}",
             **{f"events.{k}": v for k, v in sorted(st.events.items())},
         }
-        level = DiagnosticStatus.ERROR if self._joint_error else _LEVEL.get(mode, DiagnosticStatus.OK)
         return DiagnosticStatus(
-            level=level,
+            level=_LEVEL[level],
             name="policy_node: control loop",
             message=message,
             hardware_id=core.env.robot.name,
@@ -315,7 +360,13 @@ def run_deploy(core: ControlCore, duration_s: float = 0.0) -> dict[str, Any]:
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     try:
-        if node.trigger_configure() != OK or node.trigger_activate() != OK:
+        if node.trigger_configure() != OK:
+            raise UserError("policy_node did not configure (see the log above)", "policy_node")
+        while node.estop_state() == "waiting":  # the latched e-stop state comes before the first command
+            executor.spin_once(timeout_sec=0.05)
+        if node.gate.state == "asserted":
+            raise UserError("e-stop asserted: refusing to activate; release it (publish false) first", ESTOP)
+        if node.trigger_activate() != OK:
             raise UserError("policy_node did not activate (see the log above)", "policy_node")
         end = time.monotonic() + duration_s
         while duration_s <= 0 or time.monotonic() < end:
