@@ -31,6 +31,7 @@ LINKED = ("tests", "config")
 
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)")
 LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+SHELL_OPS = {"|", "||", "&&", ";", "&"}
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 
 
@@ -214,7 +215,8 @@ def bash_lines(text: str) -> list[tuple[int, str]]:
 def parse_problems(page: Path, parser: argparse.ArgumentParser, text: str | None = None) -> list[str]:
     """``embodied-ws`` command lines of a page's bash blocks that the real CLI parser rejects.
 
-    ``[...]`` marks optional parts and is dropped; what follows ``#`` or a ``|`` is not the command.
+    ``[...]`` marks optional parts and is dropped; what follows ``#``, a pipe, ``&&``, ``||``, ``;`` or a
+    redirection is not the command.
     """
     problems = []
     for n, line in bash_lines(page.read_text() if text is None else text):
@@ -222,7 +224,8 @@ def parse_problems(page: Path, parser: argparse.ArgumentParser, text: str | None
         if not m:
             continue
         args = shlex.split(re.sub(r"\[[^\]]*\]", "", m.group(1)), comments=True)
-        args = args[: args.index("|")] if "|" in args else args
+        ends = [i for i, a in enumerate(args) if a in SHELL_OPS or a.startswith((">", "2>"))]
+        args = args[: ends[0]] if ends else args
         err = io.StringIO()
         try:
             with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
@@ -244,7 +247,7 @@ def test_every_command_shown_parses_with_the_real_cli() -> None:
 def test_parse_check_sees_a_wrong_flag() -> None:
     text = (
         "```bash\nembodied-ws train --name a \\\n    --no-such-flag 1   # comment\n"
-        "embodied-ws eval r [--json]   # fine\nls | embodied-ws doctor -\n```\n"
+        "embodied-ws eval r [--json]   # fine\nls | embodied-ws doctor - && exit 1 || test $? -eq 2 > x\n```\n"
         "```text\nembodied-ws not-a-verb   # not bash: not checked\n```\n"
     )
     assert [n for n, _ in bash_lines(text)] == [2, 4, 5]
