@@ -152,8 +152,11 @@ def _assert_one_line(code: int, err: str, *fragments: str) -> str:
 def test_the_walk_finds_every_verb_and_the_options_the_issue_names() -> None:
     """The walk reaches nested sub-commands and the options whose bad values were accepted before."""
     ids = {_option_id(c) for c in OPTIONS}
-    for expected in ("sysid collect --max-step", "sysid collect --wait", "sysid fit --segment", "gap --episodes",
-                     "plan --steps-per-s", "plan --llm-ctx", "vla eval --episodes", "deploy --duration"):  # fmt: skip
+    named = [
+        *("sysid collect --max-step", "sysid collect --wait", "sysid fit --segment", "gap --episodes"),
+        *("plan --steps-per-s", "plan --llm-ctx", "plan --vla-params", "vla eval --episodes", "deploy --duration"),
+    ]
+    for expected in named:
         assert expected in ids, sorted(ids)
     verbs = {path[0] for path, _ in _parsers(build_parser()) if path}
     assert {"train", "eval", "plan", "tune", "sysid", "gap", "record", "record-demos", "vla", "deploy"} <= verbs
@@ -166,6 +169,7 @@ def test_every_numeric_option_declares_its_range(case) -> None:
     assert action.type.low is not None and action.type.high is not None, "both bounds are declared"
     if action.default is not None:
         values = action.default if isinstance(action.default, list) else [action.default]
+        values = [action.type(v) if isinstance(v, str) else v for v in values]  # argparse parses a str default
         assert all(action.type.contains(v) for v in values), f"default {action.default} outside its own range"
 
 
@@ -190,7 +194,7 @@ def test_every_numeric_option_refuses_values_outside_its_range(case, capsys: pyt
         else:
             argv = [*base, option, value, *[good] * (n - 1)]
         code, err = _run_in_process(argv, capsys)
-        _assert_one_line(code, err, option, "must be", repr(value))
+        _assert_one_line(code, err, option, action.type.describe(), repr(value))  # the line states the range
         checked += 1
     assert checked >= len(bad) - 3  # nargs > 1: '', '-inf' and '-1e300' are taken for options by argparse
 

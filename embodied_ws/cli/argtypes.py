@@ -10,6 +10,7 @@ message is one line (``must be > 0 and <= 1e+07, got 'inf'``) that ``embodied_ws
 from __future__ import annotations
 
 import argparse
+import re
 from dataclasses import dataclass
 
 from embodied_ws.core.ranges import Range
@@ -20,6 +21,9 @@ SEED_MAX = 2**31 - 1
 DURATION_MAX = 1e7
 #: the most episodes, trials, ... a count option accepts
 COUNT_MAX = 1_000_000
+#: multipliers of a count's suffix (``450M``, ``3.3B``)
+SUFFIXES = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+_COUNT = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([KMBGTkmbgt]?)\s*")
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,28 @@ class Number(Range):
         if not self.contains(value):
             raise argparse.ArgumentTypeError(f"must be {self.describe()}, got {text!r}")
         return value
+
+
+@dataclass(frozen=True)
+class Count(Number):
+    """A large count written with an optional K/M/B/T suffix (``450M``, ``3.3B``, ``7e9``), as a float."""
+
+    def describe(self) -> str:
+        """The range in words: ``a positive parameter count like 450M or 3.3B, >= 1e+06 and <= 1e+13``."""
+        return f"a positive parameter count like 450M or 3.3B, {super().describe()}"
+
+    def __call__(self, text: str) -> float:
+        """Parse ``text``; raises :class:`argparse.ArgumentTypeError` (one line) when it is out of range."""
+        m = _COUNT.fullmatch(str(text))
+        value = float(m[1]) * SUFFIXES[m[2].upper()] if m else float("nan")
+        if not self.contains(value):
+            raise argparse.ArgumentTypeError(f"expected {self.describe()}, got {text!r}")
+        return value
+
+
+def param_count(low: float = 1e6, high: float = 1e13) -> Count:
+    """A model's parameter count in ``[low, high]`` (``450M``, ``3.3B``)."""
+    return Count(low, high, kind=float)
 
 
 def int_range(low: int | None = None, high: int | None = None) -> Number:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from embodied_ws.cli.argtypes import positive_float, positive_int
+from embodied_ws.cli.argtypes import param_count, positive_float, positive_int
 from embodied_ws.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -27,14 +27,14 @@ def _config(args: argparse.Namespace) -> Any:
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     from embodied_ws.config.loader import load_dr
-    from embodied_ws.rl.hwplan import make_plan, parse_count, plan_lines
+    from embodied_ws.rl.hwplan import make_plan, plan_lines
 
     cfg, _ = _config(args)
     plan = make_plan(
         cfg,
         load_dr(cfg.dr),
         args.steps_per_s,
-        vla_params=parse_count(args.vla_params, "--vla-params"),
+        vla_params=args.vla_params,
         learner_steps_per_s=args.learner_steps_per_s,
         llm_ctx=args.llm_ctx,
         probe_seconds=args.probe_seconds,
@@ -123,7 +123,12 @@ def register(add_verb: AddVerb) -> None:
     p.add_argument(
         "--learner-steps-per-s", type=positive_float(1e9), help="env-steps/s the learner consumes with free data"
     )
-    p.add_argument("--vla-params", default="450M", help="VLA parameter count, e.g. 450M (SmolVLA) or 3.3B (pi0)")
+    p.add_argument(
+        "--vla-params",
+        type=param_count(),
+        default="450M",
+        help="VLA parameter count, e.g. 450M (SmolVLA) or 3.3B (pi0)",
+    )
     p.add_argument(
         "--llm-ctx", type=positive_int(10_000_000), default=8192, help="assistant context length for its KV cache"
     )
