@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from embodied_ws.cli import build_parser, main
 from embodied_ws.cli.argtypes import Number
@@ -131,6 +133,28 @@ def _inside(r: Range, kind: type) -> list[float]:
     return [kind(v) for v in out]
 
 
+def _accepted(r: Range, kind: type, text: str) -> bool:
+    """The oracle: what the declaration says about ``text`` (written out here, apart from the code under test)."""
+    try:
+        v = int(text) if kind is int else float(text)
+    except ValueError:
+        return False
+    if v != v or v in (math.inf, -math.inf):
+        return False
+    above = r.low is None or (v > r.low if r.low_open else v >= r.low)
+    below = r.high is None or (v < r.high if r.high_open else v <= r.high)
+    return above and below
+
+
+def _numbers(r: Range) -> st.SearchStrategy[str]:
+    """Texts of numbers anywhere, and near the declared bounds, NaN and the infinities included."""
+    near = [st.floats(b - 2.0, b + 2.0) for b in (r.low, r.high) if b is not None]
+    floats = st.one_of(st.floats(allow_nan=True, allow_infinity=True), *near).map(repr)
+    ints = st.one_of(st.integers(-(10**20), 10**20), *[st.integers(int(b) - 3, int(b) + 3) for b in (r.low, r.high)
+                                                       if b is not None]).map(str)  # fmt: skip
+    return st.one_of(floats, ints)
+
+
 def _run_in_process(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     with pytest.raises(SystemExit) as stop:
         main(argv)
@@ -209,6 +233,32 @@ def test_every_numeric_option_accepts_its_bounds(case) -> None:
         words = [f"{option}={_text(value)}"] if n == 1 else [option, *[_text(value)] * n]
         ns = build_parser().parse_args([*path, *_required(parser, action), *words])
         assert getattr(ns, action.dest) == ([value] * n if n > 1 else value)
+
+
+PARSER = build_parser()
+
+
+@pytest.mark.parametrize("case", OPTIONS, ids=_option_id)
+@settings(max_examples=60, deadline=None, database=None)
+@given(data=st.data())
+def test_random_values_are_accepted_exactly_inside_the_declared_range(case, data) -> None:
+    """Hypothesis: any number (near the bounds, huge, NaN, inf) parses iff the declaration says it is inside."""
+    path, parser, action = case
+    text = data.draw(_numbers(action.type))
+    n = action.nargs if isinstance(action.nargs, int) else 1
+    option = action.option_strings[-1]
+    if n > 1 and text.startswith("-") and not parser._negative_number_matcher.match(text):
+        text = text[1:]  # argparse itself would take it for an option
+    words = [f"{option}={text}"] if n == 1 else [option, *[text] * n]
+    try:
+        ns = PARSER.parse_args([*path, *_required(parser, action), *words])
+    except SystemExit:
+        ok = False
+    else:
+        ok = True
+        got = getattr(ns, action.dest)
+        assert (got[0] if n > 1 else got) == action.type.kind(float(text))
+    assert ok == _accepted(action.type, action.type.kind, text), (option, text)
 
 
 def test_argparse_errors_are_one_line_too(capsys: pytest.CaptureFixture[str]) -> None:
@@ -362,6 +412,35 @@ def test_every_numeric_config_field_accepts_its_bounds(key: str, f: dataclasses.
             obj = getattr(obj, part)
         setattr(obj, name, [value] if is_list else value)
         check_ranges(cfg)
+
+
+@pytest.mark.parametrize(("key", "f", "kind", "is_list"), FIELDS, ids=[k for k, *_ in FIELDS])
+@settings(max_examples=60, deadline=None, database=None)
+@given(data=st.data())
+def test_random_config_values_pass_the_range_check_exactly_inside_the_declared_range(
+    key: str, f: dataclasses.Field, kind: type, is_list: bool, data
+) -> None:
+    """Hypothesis: :func:`check_ranges` accepts a value iff the schema's declaration says it is inside."""
+    declared = declared_range(f)
+    assert declared is not None
+    text = data.draw(_numbers(declared))
+    if kind is int and not _accepted(Range(), int, text):
+        return  # not an int: the loader's type check refuses it before any range check
+    value = int(text) if kind is int else float(text)
+    cfg = RunConfig()
+    obj: Any = cfg
+    *parents, name = key.split(".")
+    for part in parents:
+        obj = getattr(obj, part)
+    setattr(obj, name, [value] if is_list else value)
+    try:
+        check_ranges(cfg)
+    except ConfigError as err:
+        assert key in err.line() and "\n" not in err.line()
+        ok = False
+    else:
+        ok = True
+    assert ok == _accepted(declared, kind, text), (key, text)
 
 
 # ------------------------------------------------------------------ plant files
