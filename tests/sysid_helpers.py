@@ -8,6 +8,7 @@ tested quickly without ROS; the ROS tests check the same path through real nodes
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
 
 import mujoco
@@ -28,12 +29,17 @@ def record_plant(
     seed: int = 0,
     commands_from: float = 0.0,
     task_every: float = 0.0,
+    signal: Callable[[float, np.ndarray], np.ndarray] | None = None,
 ) -> None:
     """Simulate ``plant`` under the excitation for ``duration`` s and write /joint_states + commands to ``out``.
 
     :param commands_from: leave out the commands sent before this time (s), as a recorder that discovered the
         command publisher late does; the robot still moved under them
     :param task_every: also write an ``/embodied/task`` target (a new episode) every this many seconds (0: none)
+    :param signal: set-point generator ``(t, start) -> set-points`` instead of the sysid excitation
+
+    The plant's ``action_noise`` and ``obs_noise`` are applied as mujoco_sim_node applies them (noise on the
+    applied commands, a fraction of the control half-range; noise on the published positions and velocities).
     """
     store = typestore()
     model = copy.copy(robot.model)
@@ -44,7 +50,9 @@ def record_plant(
     dt = model.opt.timestep * frame_skip
     low = np.maximum(robot.joint_low, robot.ctrl_low)
     high = np.minimum(robot.joint_high, robot.ctrl_high)
-    signal = Excitation(low, high, duration, seed)
+    signal = signal or Excitation(low, high, duration, seed)
+    half = (robot.ctrl_high - robot.ctrl_low) / 2
+    noise = np.random.default_rng(seed + 1)
     k = plant.action_latency
     start = data.qpos[robot.qpos_idx].copy()
     sent = [start.copy()] * (k + 1)
@@ -68,8 +76,8 @@ def record_plant(
             msg = ts["sensor_msgs/msg/JointState"](
                 header=ts["std_msgs/msg/Header"](stamp=stamp, frame_id=""),
                 name=list(robot.joint_names),
-                position=data.qpos[robot.qpos_idx].copy(),
-                velocity=data.qvel[robot.qvel_idx].copy(),
+                position=data.qpos[robot.qpos_idx] + noise.standard_normal(robot.nu) * plant.obs_noise,
+                velocity=data.qvel[robot.qvel_idx] + noise.standard_normal(robot.nu) * plant.obs_noise,
                 effort=data.qfrc_actuator[robot.qvel_idx].copy(),
             )
             w.write_message("/joint_states", log, msg)
@@ -79,5 +87,6 @@ def record_plant(
                 msg = ts["std_msgs/msg/Float64MultiArray"](layout=layout, data=prev.copy())
                 w.write_message("/c/commands", log + 2_000_000, msg)
             sent.append(prev.copy())
-            data.ctrl[:] = sent[-1 - k]
+            ctrl = sent[-1 - k] + noise.standard_normal(robot.nu) * plant.action_noise * half
+            data.ctrl[:] = np.clip(ctrl, robot.ctrl_low, robot.ctrl_high)
             mujoco.mj_step(model, data, nstep=frame_skip)

@@ -7,6 +7,7 @@ manifest when pinned there, else from the hub's LFS metadata for the file.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,21 +56,74 @@ def verify_sha256(path: Path, expected: str) -> None:
         raise UserError(f"sha256 mismatch: got {got}, expected {expected} (delete it and download again)", str(path))
 
 
-def download(manifest: ModelManifest, dest_dir: Path) -> Path:
-    """Download (resuming a partial file) into ``dest_dir`` and check its sha256."""
-    from huggingface_hub import HfApi, hf_hub_download
-    from huggingface_hub.errors import HfHubHTTPError
+def _network_error_types() -> tuple[type[BaseException], ...]:
+    """Exceptions by which huggingface_hub (and its HTTP client) says the hub could not be used."""
+    import httpx
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled
 
-    dest_dir.mkdir(parents=True, exist_ok=True)
+    return (httpx.HTTPError, HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled, OSError)
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of an exception's message (hub errors run over several lines), with its type."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _hub_endpoint() -> str:
+    from huggingface_hub import constants
+
+    return str(constants.ENDPOINT)
+
+
+def remote_file_info(manifest: ModelManifest) -> tuple[str | None, int | None]:
+    """``(sha256, size in bytes)`` of the model file on the hub (``None`` where the hub does not say).
+
+    This is the first request: without network it fails fast with one line naming the hub endpoint.
+    """
+    from huggingface_hub import HfApi
+
+    where = f"{manifest.repo_id}/{manifest.filename}"
     try:
-        expected = manifest.sha256
-        if expected is None:
-            info = HfApi().get_paths_info(manifest.repo_id, [manifest.filename])
-            lfs = getattr(info[0], "lfs", None) if info else None
-            expected = getattr(lfs, "sha256", None)
+        info = HfApi().get_paths_info(manifest.repo_id, [manifest.filename])
+    except _network_error_types() as exc:
+        raise UserError(
+            f"cannot reach the model hub at {_hub_endpoint()} ({_reason(exc)}); check the network "
+            "(or HF_ENDPOINT / HF_HUB_OFFLINE), or fetch the file another way and pass --model",
+            where,
+        ) from None
+    if not info:
+        raise UserError(f"the hub at {_hub_endpoint()} has no such file", where)
+    lfs = getattr(info[0], "lfs", None)
+    size = getattr(lfs, "size", None) or getattr(info[0], "size", None)
+    return getattr(lfs, "sha256", None), int(size) if size else None
+
+
+def download(manifest: ModelManifest, dest_dir: Path, on_start: Callable[[int | None], None] | None = None) -> Path:
+    """Download (resuming a partial file) into ``dest_dir`` and check its sha256.
+
+    No network, an unreachable or refusing hub, or a transfer that breaks off: one line
+    (:class:`UserError`), never a traceback; a partial file is kept and resumed next time.
+
+    :param on_start: called with the file size (bytes, or None) once the hub has answered
+    """
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.utils import logging as hf_logging
+
+    where = f"{manifest.repo_id}/{manifest.filename}"
+    hf_logging.set_verbosity_error()  # its retry warnings would add lines to ours
+    hub_sha, size = remote_file_info(manifest)
+    expected = manifest.sha256 or hub_sha
+    if on_start is not None:
+        on_start(manifest.size_bytes or size)
+    try:
+        dest_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create the download folder ({exc.strerror or exc})", str(dest_dir)) from None
+    try:
         path = Path(hf_hub_download(manifest.repo_id, manifest.filename, local_dir=dest_dir))
-    except (HfHubHTTPError, OSError) as exc:
-        raise UserError(f"download failed: {exc}", f"{manifest.repo_id}/{manifest.filename}") from None
+    except _network_error_types() as exc:
+        raise UserError(f"download failed ({_reason(exc)}); run it again to resume", where) from None
     if expected:
         verify_sha256(path, expected)
     return path

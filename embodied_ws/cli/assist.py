@@ -53,8 +53,12 @@ def _cmd_assistant(args: argparse.Namespace) -> int:
 
         m = default_manifest()
         dest = Path(args.dest).expanduser() if args.dest else Path.home() / ".cache" / "embodied_ws" / "models"
-        print(f"downloading {m.name} ({m.repo_id}/{m.filename}) to {dest}", file=sys.stderr)
-        print(download(m, dest))
+
+        def started(size: int | None) -> None:  # printed once the hub answered: a failure stays one line
+            gb = f", {size / 1e9:.1f} GB" if size else ""
+            print(f"downloading {m.name} ({m.repo_id}/{m.filename}{gb}) to {dest}", file=sys.stderr)
+
+        print(download(m, dest, on_start=started))
         return 0
     from embodied_ws.tui.app import run_app
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from embodied_ws.cli.argtypes import nonneg_float
+from embodied_ws.cli.argtypes import nonneg_float, positive_float
 from embodied_ws.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -36,8 +36,11 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
         return 0
     try:
         from embodied_ws.ros.nodes.policy_node import run_deploy
+        from embodied_ws.ros.wait import require_joint_states
     except ImportError as exc:
         raise UserError(f"ROS 2 is not available ({exc}); source ROS 2 Jazzy or `make setup`", "deploy") from None
+    if not args.dry_run:  # no robot: say so (exit 2) instead of running disarmed
+        require_joint_states(args.wait)
     summary = run_deploy(core, args.duration)
     print(json.dumps(summary) if args.json else "\n".join(f"{k}: {v}" for k, v in summary.items()))
     return 0
@@ -65,3 +68,7 @@ def register(add_verb: AddVerb) -> None:
         "--duration", type=nonneg_float(), default=0.0, help="stop after this many seconds (default: until Ctrl-C)"
     )
     d.add_argument("--check", action="store_true", help="validate the policy against the robot and print the limits")
+    d.add_argument(
+        "--wait", type=positive_float(3600.0), default=10.0,
+        help="seconds to wait for the robot's first /joint_states before giving up (default 10)",
+    )  # fmt: skip

@@ -71,34 +71,50 @@ def _cmd_collect(args: argparse.Namespace) -> int:
 
 def _cmd_fit(args: argparse.Namespace) -> int:
     from embodied_ws.core.outputs import output_folder
+    from embodied_ws.sysid.fit import FIT_PARAMS
 
+    # every option is checked before anything is loaded or fitted (a fit takes a minute)
+    params = tuple(args.params.split(",")) if args.params else FIT_PARAMS
+    unknown = [p for p in params if p not in FIT_PARAMS]
+    if unknown:
+        raise UserError(f"cannot fit {unknown[0]!r} (fittable: {', '.join(FIT_PARAMS)})", "--params")
+    base = _base_dr(args.base_dr)
     out = Path(args.out)
     with output_folder(out, "sysid fit", args.overwrite):  # locked, refused before the fit if not ours
-        return _fit(args, out)
+        return _fit(args, out, params, base)
 
 
-def _fit(args: argparse.Namespace, out: Path) -> int:
+def _base_dr(name: str) -> dict[str, Any]:
+    """The ``--base-dr`` preset or file, read and validated as a DR file (one line naming it when wrong)."""
+    from embodied_ws.config.loader import read_yaml, resolve_preset
+    from embodied_ws.core.errors import ConfigError
+    from embodied_ws.randomization.spec import parse_dr
+
+    try:
+        path = resolve_preset(name, "dr")
+        data, lines = read_yaml(path)
+    except ConfigError as exc:
+        raise ConfigError(exc.what, f"--base-dr {exc.where or name}") from None
+    parse_dr(data or {}, str(path), lines)
+    return data or {}
+
+
+def _fit(args: argparse.Namespace, out: Path, params: tuple[str, ...], base: dict[str, Any]) -> int:
     from rich.progress import Progress
 
-    from embodied_ws.config.loader import read_yaml, resolve_preset
-    from embodied_ws.sysid.fit import FIT_PARAMS, fit
+    from embodied_ws.sysid.fit import fit
     from embodied_ws.sysid.outputs import overlays, write_outputs
     from embodied_ws.sysid.replay import load_recording
 
     bag = Path(args.bag)
     robot = _robot(args.robot)
     rec = load_recording(bag, robot)
-    params = tuple(args.params.split(",")) if args.params else FIT_PARAMS
-    unknown = [p for p in params if p not in FIT_PARAMS]
-    if unknown:
-        raise UserError(f"cannot fit {unknown[0]!r} (fittable: {', '.join(FIT_PARAMS)})", "--params")
     latencies = range(args.max_latency + 1)
     with Progress(disable=args.json, transient=True) as bar:
         task = bar.add_task("fitting latency candidates", total=len(latencies))
         result = fit(robot, rec, latencies, params, args.segment, on_step=lambda _: bar.advance(task))
     sims = overlays(robot, rec, result, args.segment)
-    base, _ = read_yaml(resolve_preset(args.base_dr, "dr"))
-    info = write_outputs(out, result, rec, robot.name, str(bag), base or {}, sims)
+    info = write_outputs(out, result, rec, robot.name, str(bag), base, sims, args.segment)
     _print(args, info)
     return 0
 

@@ -50,6 +50,36 @@ def actor_tensors(
     return tensors, meta
 
 
+#: how an action becomes a control in absolute mode (and for torque actuators in delta mode)
+ABSOLUTE_MAPPING = "ctrl = (ctrl_low + ctrl_high) / 2 + (ctrl_high - ctrl_low) / 2 * clip(a, -1, 1)"
+#: how an action moves a delta-mode servo's set-point ``s`` (kept in [-1, 1]), and ``s`` becomes a control
+DELTA_MAPPING = (
+    "s = clip(s + delta_scale * clip(a, -1, 1), -1, 1); ctrl = (ctrl_low + ctrl_high) / 2 + (ctrl_high - ctrl_low) "
+    "/ 2 * s; s starts at the measured pose, s = (q - (ctrl_low + ctrl_high) / 2) / ((ctrl_high - ctrl_low) / 2)"
+)
+
+
+def action_mapping(delta: np.ndarray) -> dict[str, Any]:
+    """``policy.json``'s description of how actions become controls, for the mapping actually used.
+
+    :param delta: per actuator, whether its actions move a set-point (delta mode servos)
+    :returns: ``mapping`` (the formula; with both kinds, each one prefixed by the actuators it applies to),
+        ``mapping_per_actuator`` (``delta`` or ``absolute``), ``clip`` (the range actions are clipped to first)
+        and, with delta actuators, ``setpoint_clip``
+    """
+    kinds = ["delta" if d else "absolute" for d in np.asarray(delta, dtype=bool)]
+    if all(k == "delta" for k in kinds) and kinds:
+        mapping = DELTA_MAPPING
+    elif "delta" in kinds:
+        mapping = f"delta actuators: {DELTA_MAPPING}. Other actuators: {ABSOLUTE_MAPPING}"
+    else:
+        mapping = ABSOLUTE_MAPPING
+    out: dict[str, Any] = {"mapping": mapping, "mapping_per_actuator": kinds, "clip": [-1.0, 1.0]}
+    if "delta" in kinds:
+        out["setpoint_clip"] = [-1.0, 1.0]
+    return out
+
+
 def portable_config(cfg: Any) -> dict[str, Any]:
     """The run configuration as a dict with the robot file and package folders made absolute.
 
@@ -95,7 +125,7 @@ def export_policy(out_dir: Path, model: Any, venv: Any, core: EnvCore) -> Path:
             "delta_scale": np.asarray(core.delta_scale).tolist(),  # a float, or one per actuator
             "ctrl_low": r.ctrl_low.tolist(),
             "ctrl_high": r.ctrl_high.tolist(),
-            "mapping": "ctrl = (ctrl_low + ctrl_high) / 2 + (ctrl_high - ctrl_low) / 2 * clip(a, -1, 1)",
+            **action_mapping(core.delta_actuators),
         },
         "joints": {"names": r.joint_names, "lower": r.joint_low.tolist(), "upper": r.joint_high.tolist()},
         "control_rate_hz": 1.0 / core.control_dt,

@@ -6,14 +6,30 @@ position (and, lightly weighted, velocity) errors of the segment-wise replay
 (:class:`embodied_ws.sysid.replay.Replayer`); the latency with the lowest cost wins.
 Log-scales keep the scales positive and make a ×2 and a ÷2 error equally large.
 
-Identifiability is judged from the Jacobian at the solution rather than reported as precision the
-data does not hold: the linearised standard deviation of each log-scale (inflated by the residuals'
-correlation length, since neighbouring samples are not independent) and the joint motion a 20 %
-error in that parameter alone would cause, against the fit's own error.
+Identifiability is judged from the Jacobian ``J`` of the residuals at the solution (what
+``least_squares`` returns), not from how large the fit's remaining error is:
+
+* the relative standard error of each scale, ``sqrt(diag(s² τ (JᵀJ)⁻¹))`` on the log-scale (``s²`` the
+  residual variance, ``τ`` the residuals' correlation length: neighbouring samples are not independent);
+  it grows when the data hardly move with the parameter *or* when another parameter moves them the same
+  way (collinear columns);
+* the column sensitivity: the joint motion a 20 % error in the parameter alone causes, relative to the
+  most influential parameter's (a parameter the recording does not excite has a near-zero column);
+* the variance inflation ``(JᵀJ)⁻¹ᵢᵢ (JᵀJ)ᵢᵢ``: how much the other parameters' doing the same to the
+  motion inflates its variance (slow motion, for one, shows only damping/gain and mass/gain ratios).
+
+A parameter is *weak* when its relative standard error is above :data:`WEAK_STD`, its relative
+sensitivity below :data:`WEAK_SENSITIVITY`, its variance inflation above :data:`WEAK_INFLATION`, or it
+ends on a bound. The remaining error of the fit
+(noise, unmodelled dynamics) does not flag anything by itself: it widens the DR range
+(:func:`embodied_ws.sysid.outputs.dr_yaml`) through ``bias_log``, the error in the parameter that
+motion as large as the fit's unexplained error could hide (its part that is not white noise: white
+measurement noise averages out and biases nothing).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,10 +46,15 @@ FIT_PARAMS = ("joint_damping", "joint_armature", "joint_frictionloss", "actuator
 SCALE_BOUNDS = (0.2, 5.0)
 #: weight of velocity errors (rad/s) against position errors (rad) in the cost
 VELOCITY_WEIGHT = 0.05
-#: a parameter is weakly identifiable above this linearised std of its log-scale ...
+#: a parameter is weakly identifiable above this relative standard error (std of its log-scale) ...
 WEAK_STD = 0.1
-#: ... or when a 20 % error in it alone moves the joints by less than this × the fit's noise floor
-WEAK_SENSITIVITY = 1.0
+#: ... or when a 20 % error in it alone moves the joints by less than this fraction of what a 20 % error in
+#: the most influential parameter does (the recording hardly excites it)
+WEAK_SENSITIVITY = 0.02
+#: ... or when collinearity with the others inflates its variance more than this (only a combination is known)
+WEAK_INFLATION = 100.0
+#: a column whose 20 % effect is below this (rad RMS) is no motion at all, whatever the others do
+NO_EFFECT = 1e-6
 
 
 @dataclass
@@ -45,7 +66,9 @@ class FitResult:
     :param rmse_before: joint-position RMSE of the nominal model at latency 0
     :param rmse_after: joint-position RMSE of the fitted model at the fitted latency
     :param latency_rmse: latency candidate → RMSE after fitting the scales at that latency
-    :param identifiability: parameter → ``std_log``, ``rmse_from_20pct_error``, ``weak``
+    :param identifiability: parameter → ``std_log`` (relative standard error), ``rmse_from_20pct_error``,
+        ``sensitivity`` (relative to the most influential parameter), ``inflation`` (variance inflation),
+        ``bias_log``, ``weak``, ``why``
     :param saturated_fraction: fraction of periods with a servo at its force limit
     :param seconds: wall time of the fit
     """
@@ -60,6 +83,8 @@ class FitResult:
     seconds: float
     evaluations: int = 0
     notes: list[str] = field(default_factory=list)
+    condition: float = 0.0  #: condition number of the column-normalised ``JᵀJ`` (collinearity of the parameters)
+    rmse_systematic: float = 0.0  #: RMS of the remaining position error that is not white noise (rad)
 
     @property
     def weak(self) -> list[str]:
@@ -92,6 +117,17 @@ def _correlation_length(r: np.ndarray, max_lag: int = 50) -> float:
             break
         total += 2.0 * rho
     return total
+
+
+def _systematic_rms(r: np.ndarray) -> float:
+    """RMS of the part of a residual series that is not white noise: ``mean(r²) − mean(Δr²) / 2``.
+
+    White measurement noise of std σ has ``mean(Δr²) = 2σ²``; motion the model does not explain is smooth
+    from one sample to the next and stays. Only that part can hide a parameter error (white noise averages out).
+    """
+    if r.size < 3:
+        return 0.0
+    return float(np.sqrt(max(float(np.mean(r**2)) - 0.5 * float(np.mean(np.diff(r) ** 2)), 0.0)))
 
 
 class Fitter:
@@ -152,29 +188,62 @@ class Fitter:
             max_nfev=max_nfev,
         )
 
-    def identifiability(self, res: Any, rmse_after: float) -> dict[str, dict[str, Any]]:
-        """Linearised std of each log-scale and RMSE growth for a 20 % error, from the solution's Jacobian."""
+    def identifiability(self, res: Any) -> tuple[dict[str, dict[str, Any]], float, float]:
+        """Per parameter: relative standard error and column sensitivity from the solution's Jacobian, and
+        whether the data pin it down; plus the condition number of the column-normalised ``JᵀJ`` and the RMS
+        of the residuals' systematic (not white) part."""
         jac, r = np.asarray(res.jac), np.asarray(res.fun)
         m, p = jac.shape
         n_pos = int(self.rows.sum()) * self.rec.q.shape[1]
         corr = _correlation_length(r[:n_pos])
+        systematic = _systematic_rms(r[:n_pos])
         s2 = float(r @ r) / max(m - p, 1)
-        cov = np.linalg.pinv(jac.T @ jac) * s2 * corr
+        info = jac.T @ jac
+        cov = np.linalg.pinv(info) * s2 * corr
         std = np.sqrt(np.clip(np.diag(cov), 0.0, None))
-        out: dict[str, dict[str, Any]] = {}
-        # the motion error a 20 % error in one parameter alone causes, against the noise floor of the
-        # fit (its RMSE, and never less than 1 % of the nominal model's gap)
-        floor = max(rmse_after, 0.01 * self.rmse_before)
+        norms = np.sqrt(np.diag(info))
+        if (norms > 0).all():
+            condition = float(np.linalg.cond(info / np.outer(norms, norms)))
+        else:
+            condition = math.inf
+        inflation = np.diag(np.linalg.pinv(info)) * np.diag(info)
+        scale = np.where(std > 0, std, 1.0)
+        correlation = cov / np.outer(scale, scale)
+        np.fill_diagonal(correlation, 0.0)
+        # the joint motion (position RMS) a 20 % error in one parameter alone causes
+        effect = np.sqrt(np.mean((jac[:n_pos] * np.log(1.2)) ** 2, axis=0))
+        top = float(effect.max()) if effect.size else 0.0
         lo, hi = np.log(SCALE_BOUNDS[0]), np.log(SCALE_BOUNDS[1])
+        out: dict[str, dict[str, Any]] = {}
         for i, name in enumerate(self.params):
-            effect = float(np.sqrt(np.mean((jac[:n_pos, i] * np.log(1.2)) ** 2)))
+            sensitivity = float(effect[i] / top) if top > NO_EFFECT else 0.0
             at_bound = min(abs(res.x[i] - lo), abs(res.x[i] - hi)) < 1e-3
+            why = [
+                reason
+                for reason, hit in (
+                    (f"relative std error {std[i]:.3g} > {WEAK_STD:g}", std[i] > WEAK_STD),
+                    (f"sensitivity {sensitivity:.3g} < {WEAK_SENSITIVITY:g}", sensitivity < WEAK_SENSITIVITY),
+                    (
+                        f"variance inflation {inflation[i]:.3g} > {WEAK_INFLATION:g} "
+                        f"(moves the joints as {self.params[int(np.argmax(np.abs(correlation[i])))]} does)",
+                        inflation[i] > WEAK_INFLATION,
+                    ),
+                    ("at a bound of the scale", at_bound),
+                )
+                if hit
+            ]
+            # a parameter error whose motion is as large as the fit's unexplained (non-white) error cannot be ruled out
+            bias = float(np.log(1.2) * systematic / effect[i]) if effect[i] > NO_EFFECT else math.inf
             out[name] = {
                 "std_log": round(float(std[i]), 4),
-                "rmse_from_20pct_error": round(effect, 5),
-                "weak": bool(std[i] > WEAK_STD or effect < WEAK_SENSITIVITY * floor or at_bound),
+                "rmse_from_20pct_error": round(float(effect[i]), 5),
+                "sensitivity": round(sensitivity, 4),
+                "inflation": round(float(inflation[i]), 1),
+                "bias_log": round(bias, 4) if math.isfinite(bias) else None,
+                "weak": bool(why),
+                "why": "; ".join(why),
             }
-        return out
+        return out, condition, systematic
 
 
 def fit(
@@ -213,6 +282,7 @@ def fit(
     res = f.fit_latency(best, results[best].x, max_nfev=max_nfev)  # converge the winner
     rmse_after = latency_rmse[best] = f.rmse(res.x, best)
     notes = []
+    ident, condition, systematic = f.identifiability(res)
     sat = saturated_fraction(robot, rec)
     if sat < 0.03:
         notes.append(
@@ -228,9 +298,11 @@ def fit(
         rmse_before=rmse_before,
         rmse_after=rmse_after,
         latency_rmse={k: round(v, 6) for k, v in latency_rmse.items()},
-        identifiability=f.identifiability(res, rmse_after),
+        identifiability=ident,
         saturated_fraction=sat,
         seconds=time.perf_counter() - t0,
         evaluations=f.evaluations,
         notes=notes,
+        condition=round(condition, 1) if math.isfinite(condition) else condition,
+        rmse_systematic=systematic,
     )

@@ -30,9 +30,11 @@ def summary(result: FitResult, robot: str, bag: str) -> dict[str, Any]:
         "rmse_before": round(result.rmse_before, 6),
         "rmse_after": round(result.rmse_after, 6),
         "rmse_cut": round(cut, 4),
+        "rmse_systematic": round(result.rmse_systematic, 6),
         "latency_rmse": result.latency_rmse,
         "weakly_identifiable": result.weak,
         "identifiability": result.identifiability,
+        "jacobian_condition": result.condition if math.isfinite(result.condition) else None,
         "saturated_fraction": round(result.saturated_fraction, 4),
         "notes": result.notes,
         "seconds": round(result.seconds, 1),
@@ -55,9 +57,9 @@ def plant_yaml(result: FitResult, robot: str, bag: str) -> str:
 def dr_yaml(result: FitResult, base: dict[str, Any]) -> str:
     """``dr.yaml``: the ``base`` DR (config/dr/default.yaml) re-centred on the fit.
 
-    A confidently fitted scale gets ``fit × exp(±max(3 std, 0.05))`` (never wider than the base);
-    a weakly identifiable one keeps the base's width, multiplied by the fit; the latency becomes
-    the fitted value.
+    A confidently fitted scale gets ``fit × exp(±max(3 std, bias, 0.05))`` (never wider than the base;
+    ``bias`` is the parameter error that motion as large as the fit's remaining RMSE could hide); a weakly
+    identifiable one keeps the base's width, multiplied by the fit; the latency becomes the fitted value.
     """
     out = {"enabled": True, "params": {k: dict(v) for k, v in (base.get("params") or {}).items()}}
     params = out["params"]
@@ -69,7 +71,9 @@ def dr_yaml(result: FitResult, base: dict[str, Any]) -> str:
             new = [scale * lo, scale * hi]
         else:
             base_half = 0.5 * (math.log(max(hi, 1e-9)) - math.log(max(lo, 1e-9))) if lo > 0 else math.inf
-            half = min(max(3.0 * float(info["std_log"]), MIN_HALF_WIDTH), base_half)
+            bias = info.get("bias_log")
+            bias = math.inf if bias is None else float(bias)
+            half = min(max(3.0 * float(info["std_log"]), bias, MIN_HALF_WIDTH), base_half)
             new = [scale * math.exp(-half), scale * math.exp(half)]
             entry["dist"] = "loguniform"
         entry["range"] = [round(new[0], 4), round(new[1], 4)]
@@ -83,25 +87,53 @@ def dr_yaml(result: FitResult, base: dict[str, Any]) -> str:
     return head + yaml.safe_dump(out, sort_keys=False, default_flow_style=None)
 
 
-def plot_overlays(path: Path, rec: Recording, sims: dict[str, np.ndarray], title: str, window_s: float = 12.0) -> None:
-    """One PNG: recorded vs simulated joint positions over the first ``window_s`` seconds, one row per joint."""
+def overlay_span(rec: Recording, segment_s: float) -> dict[str, Any]:
+    """Which part of the recording the overlays show and the fit replayed (times in s from the first state)."""
+    rep_from = min(rec.first_commanded, rec.n - 1)
+    return {
+        "from_s": round(float(rec.t[0]), 3),
+        "to_s": round(float(rec.t[-1]), 3),
+        "replayed_from_s": round(float(rec.t[rep_from]), 3),
+        "segment_s": segment_s,
+        "states": int(rec.n),
+    }
+
+
+def plot_overlays(path: Path, rec: Recording, sims: dict[str, np.ndarray], title: str, segment_s: float) -> None:
+    """One PNG: recorded vs simulated joint positions over the whole recording, one row per joint.
+
+    The part before the first recorded command (not replayed: the commands are unknown) is shaded and
+    the simulated lines start where the replay does; dotted lines mark the replay's segment starts,
+    where the simulation restarts from the recorded state.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    keep = rec.t <= rec.t[0] + window_s
+    span = overlay_span(rec, segment_s)
+    first = min(rec.first_commanded, rec.n - 1)
+    starts = Replayer.segment_starts(rec, segment_s)
     n = rec.q.shape[1]
-    fig, axes = plt.subplots(n, 1, figsize=(10, 2.2 * n), sharex=True, squeeze=False)
+    width = float(np.clip((span["to_s"] - span["from_s"]) / 4.0, 10.0, 40.0))  # long recordings get room
+    fig, axes = plt.subplots(n, 1, figsize=(width, 2.2 * n), sharex=True, squeeze=False)
     for j in range(n):
         ax = axes[j, 0]
-        ax.plot(rec.t[keep], rec.q[keep, j], color="k", lw=1.6, label="recorded")
+        if first > 0:
+            ax.axvspan(rec.t[0], rec.t[first], color="0.9", label="not replayed (no command recorded yet)")
+        for s in starts[1:]:
+            ax.axvline(rec.t[s], color="0.75", lw=0.6, ls=":")
+        ax.plot(rec.t, rec.q[:, j], color="k", lw=1.6, label="recorded")
         for (label, q), color in zip(sims.items(), ("tab:red", "tab:blue", "tab:green"), strict=False):
-            ax.plot(rec.t[keep], q[keep, j], color=color, lw=1.0, label=label)
+            ax.plot(rec.t[first:], q[first:, j], color=color, lw=1.0, label=label)
         ax.set_ylabel(f"{rec.joint_names[j]} [rad]")
+        ax.set_xlim(rec.t[0], rec.t[-1])
         ax.grid(alpha=0.3)
     axes[0, 0].legend(loc="upper right", fontsize=8)
-    axes[0, 0].set_title(title)
+    part = f"whole recording, {span['from_s']:g}-{span['to_s']:g} s"
+    if first > 0:
+        part += f", replayed from {span['replayed_from_s']:g} s"
+    axes[0, 0].set_title(f"{title}: {part}; dotted: {segment_s:g} s replay segments")
     axes[-1, 0].set_xlabel("time [s]")
     fig.tight_layout()
     tmp = path.with_name(f".{path.name}.tmp.png")
@@ -120,20 +152,29 @@ def overlays(robot: Robot, rec: Recording, result: FitResult, segment_s: float) 
 
 
 def write_outputs(
-    out: Path, result: FitResult, rec: Recording, robot: str, bag: str, base_dr: dict[str, Any], sims: dict
+    out: Path,
+    result: FitResult,
+    rec: Recording,
+    robot: str,
+    bag: str,
+    base_dr: dict[str, Any],
+    sims: dict,
+    segment_s: float = 4.0,
 ) -> dict[str, Any]:
     """Write fit.yaml, dr.yaml, fit.json and the overlay PNGs into ``out``; returns the summary."""
     out.mkdir(parents=True, exist_ok=True)
     info = summary(result, robot, bag)
     write_bytes_atomic(out / "fit.yaml", plant_yaml(result, robot, bag).encode())
     write_bytes_atomic(out / "dr.yaml", dr_yaml(result, base_dr).encode())
-    plot_overlays(out / "overlay_before.png", rec, {"nominal model": sims["before"]}, "before the fit")
+    plot_overlays(out / "overlay_before.png", rec, {"nominal model": sims["before"]}, "before the fit", segment_s)
     plot_overlays(
         out / "overlay_after.png",
         rec,
         {"fitted model": sims["after"]},
         f"after the fit (latency {result.latency}, RMSE {result.rmse_after:.4f} rad)",
+        segment_s,
     )
+    info["overlays"] = overlay_span(rec, segment_s)
     info["files"] = {k: str(out / k) for k in ("fit.yaml", "dr.yaml", "overlay_before.png", "overlay_after.png")}
     write_json_atomic(out / "fit.json", info)
     json.dumps(info)  # fail here, not in the CLI, if something is not JSON-serialisable

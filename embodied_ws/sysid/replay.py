@@ -164,12 +164,20 @@ class Replayer:
         self.robot, self.rec = robot, rec
         self.frame_skip = max(1, round(rec.control_dt / robot.model.opt.timestep))
         seg = max(2, round(segment_s / rec.control_dt))
-        # segments begin at the first state with a recorded command: before it (a recorder that joined late)
-        # the commands are unknown, and replaying a hold there would bias the fit
-        self.starts = np.arange(rec.first_commanded, rec.n - 1, seg)
+        self.starts = self.segment_starts(rec, segment_s)
         self.ends = np.minimum(self.starts + seg, rec.n - 1)
         self.qpos_idx, self.qvel_idx = robot.qpos_idx, robot.qvel_idx
         self.hold = rec.q[min(rec.first_commanded, rec.n - 1)].copy()  # where the replayed part begins
+
+    @staticmethod
+    def segment_starts(rec: Recording, segment_s: float) -> np.ndarray:
+        """Indices of the states each replay segment starts from.
+
+        Segments begin at the first state with a recorded command: before it (a recorder that joined
+        late) the commands are unknown, and replaying a hold there would bias the fit.
+        """
+        seg = max(2, round(segment_s / rec.control_dt))
+        return np.arange(rec.first_commanded, rec.n - 1, seg)
 
     def simulate(self, model: mujoco.MjModel, latency: int) -> tuple[np.ndarray, np.ndarray]:
         """Simulated ``(q, v)`` at every recorded state time (segment starts equal the recording)."""
