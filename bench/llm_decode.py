@@ -19,8 +19,9 @@ import time
 from pathlib import Path
 
 from embodied_ws.assistant.download import default_model_path
-from embodied_ws.assistant.planner import free_vram_bytes, plan, shape_from_gguf
+from embodied_ws.assistant.planner import shape_from_gguf
 from embodied_ws.core.gpu import gpu_info
+from embodied_ws.core.memory import free_vram_bytes, plan_llm
 
 PROMPT = (
     "colcon build failed with: CMake Error at CMakeLists.txt:5 (find_package): By not providing "
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     shape = shape_from_gguf(model)
     layers = args.n_gpu_layers
     if layers is None:
-        layers = plan(shape, free_vram_bytes(), n_ctx=args.n_ctx).n_gpu_layers
+        layers = plan_llm(shape, free_vram_bytes(), n_ctx=args.n_ctx).n_gpu_layers
     result = measure(model, layers, args.n_ctx, args.decode)
     info = gpu_info()
     bandwidth = info.bandwidth_gb_s if info else None

@@ -10,11 +10,12 @@ from tiny_gguf import build_tiny_gguf
 
 from embodied_ws.assistant.download import default_manifest, sha256_file, verify_sha256
 from embodied_ws.assistant.llm import LocalLLM, split_think
-from embodied_ws.assistant.planner import GIB, R1_QWEN_32B_Q4, ModelShape, plan, shape_from_gguf
+from embodied_ws.assistant.planner import shape_from_gguf
 from embodied_ws.assistant.prompt import pack_context
 from embodied_ws.assistant.redact import redact
 from embodied_ws.assistant.triage import Triage
 from embodied_ws.core.errors import UserError
+from embodied_ws.core.memory import GIB, R1_QWEN_32B_Q4, ModelShape, plan_llm
 
 
 @pytest.fixture(scope="module")
@@ -30,18 +31,18 @@ def test_planner_matches_hand_computed_32b_values() -> None:
     # KV cache f16 at 8192 tokens: 2 × 64 layers × 8 heads × 128 dim × 8192 × 2 bytes = 2 GiB exactly
     assert s.kv_bytes(8192) == 2 * 64 * 8 * 128 * 8192 * 2 == 2 * GIB
     # 24 GB card with 23 GiB free: 22.2 + 2 + 0.5 GiB do not fit, nor with 4096/2048 context
-    p = plan(s, 23 * GIB, n_ctx=8192)
+    p = plan_llm(s, 23 * GIB, n_ctx=8192)
     per_layer = (23.862e9 + 2 * GIB) / 64
     assert p.n_gpu_layers == int((23 * GIB - 0.5 * GIB) // per_layer) == 59
     assert p.n_ctx == 8192
     # an H200 (139 GiB free): everything on the GPU with the full 8192 context
-    big = plan(s, 139 * GIB, n_ctx=8192)
+    big = plan_llm(s, 139 * GIB, n_ctx=8192)
     assert big.n_gpu_layers == 64 and big.n_ctx == 8192
     # 24.3 GiB free: shrinking the context to 4096 (1 GiB KV) lets all layers fit
-    mid = plan(s, 24.3 * GIB, n_ctx=8192)
+    mid = plan_llm(s, 24.3 * GIB, n_ctx=8192)
     assert mid.n_gpu_layers == 64 and mid.n_ctx == 4096
     # no GPU: CPU plan, and the message says so
-    cpu = plan(s, 0.0)
+    cpu = plan_llm(s, 0.0)
     assert cpu.n_gpu_layers == 0 and cpu.device == "cpu" and "CPU" in cpu.message(s)
 
 
@@ -49,7 +50,7 @@ def test_shape_read_from_gguf_metadata(tiny: Path) -> None:
     s = shape_from_gguf(tiny)
     assert (s.n_layers, s.n_kv_heads, s.head_dim, s.context_length) == (3, 2, 16, 512)
     assert s.n_params > 0 and 30 < s.bits_per_weight < 40  # f32 weights + header
-    assert plan(s, 8 * GIB).n_gpu_layers == 3
+    assert plan_llm(s, 8 * GIB).n_gpu_layers == 3
 
 
 def test_bad_gguf_is_a_clear_error(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from embodied_ws.assistant.planner import GIB, R1_QWEN_32B_Q4, plan
 from embodied_ws.core.gpu import choose_torch_device, gpu_info
+from embodied_ws.core.memory import GIB, R1_QWEN_32B_Q4, plan_llm
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "llama_build.py"
@@ -188,9 +188,9 @@ def test_planner_on_24_and_12_gb_cards() -> None:
     context: (22.22 + 2) / 64 = 0.3785 GiB per layer → floor(11.5 / 0.3785) = 30 layers, n_ctx 8192."""
     s = R1_QWEN_32B_Q4
     assert s.weights_bytes / GIB == pytest.approx(22.224, abs=1e-3)
-    p24 = plan(s, 24 * GIB, n_ctx=8192)
+    p24 = plan_llm(s, 24 * GIB, n_ctx=8192)
     assert (p24.n_gpu_layers, p24.n_ctx, p24.device) == (64, 4096, "gpu")
-    p12 = plan(s, 12 * GIB, n_ctx=8192)
+    p12 = plan_llm(s, 12 * GIB, n_ctx=8192)
     assert (p12.n_gpu_layers, p12.n_ctx, p12.device) == (30, 8192, "gpu")
     assert "30/64 layers" in p12.message(s)
 

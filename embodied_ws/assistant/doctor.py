@@ -57,11 +57,12 @@ def triage_source(source: str, rule_files: list[Path] | None = None) -> tuple[Tr
 def explain_with_llm(findings: list[Finding], tail: list[str], model: Path, question: str = "") -> dict[str, Any]:
     """Ask the local model about the log; returns the plan, the answer and the (hidden) reasoning."""
     from embodied_ws.assistant.llm import LocalLLM, split_think
-    from embodied_ws.assistant.planner import free_vram_bytes, plan, shape_from_gguf
+    from embodied_ws.assistant.planner import shape_from_gguf
     from embodied_ws.assistant.prompt import error_excerpts, pack_context
+    from embodied_ws.core.memory import free_vram_bytes, plan_llm
 
     shape = shape_from_gguf(model)
-    p = plan(shape, free_vram_bytes(), n_ctx=min(8192, shape.context_length))
+    p = plan_llm(shape, free_vram_bytes(), n_ctx=min(8192, shape.context_length))
     llm = LocalLLM(model, n_ctx=p.n_ctx, n_gpu_layers=p.n_gpu_layers)
     excerpts = error_excerpts(tail, is_error_line) or ["\n".join(tail[-15:])]
     packed = pack_context(question, findings, excerpts, budget=max(256, p.n_ctx - 1024), count=llm.count_tokens)

@@ -4,12 +4,10 @@
   on one thread for a fraction of a second per batch size (steps per CPU-second, so other processes on a
   busy machine do not skew it); the best batch size is the envs per core, and the target rate divided by
   the per-core rate is the sampler cores.
-- **GPU memory** (GiB = 2^30 bytes), each with the 1.2 runtime-overhead factor of the assistant's planner:
-  PPO policy trained with Adam (fp32 weights + gradients + two moments = 16 bytes/parameter, plus one
-  minibatch of inputs and activations); a VLA fully fine-tuned (16 bytes/parameter) or with LoRA (frozen
-  bf16 weights, 2 bytes/parameter, plus 16 bytes per trainable adapter parameter); the LLM assistant
-  (``embodied_ws.assistant.planner``: parameters × bytes/parameter × 1.2 plus the KV cache). Activations
-  of a VLA depend on batch and image count and come on top.
+- **GPU memory** (GiB = 2^30 bytes), by :mod:`embodied_ws.core.memory` (its constants and formulas, each
+  figure × 1.2 runtime overhead): PPO policy trained with Adam plus one minibatch; a VLA fully fine-tuned or
+  with LoRA; the LLM assistant (weights plus the KV cache). Activations of a VLA depend on batch and image
+  count and come on top.
 - **Data wait**: the share of learner time waiting for samples at a learner speed, by the data-wait rule.
 """
 
@@ -22,20 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from embodied_ws.assistant.planner import GIB, OVERHEAD, R1_QWEN_32B_Q4
 from embodied_ws.core.errors import UserError
+from embodied_ws.core.memory import GIB, R1_QWEN_32B_Q4, llm_memory_bytes, ppo_memory_bytes, vla_memory_bytes
 from embodied_ws.rl.datawait import THRESHOLD, data_wait_rule, predicted_share
 
 if TYPE_CHECKING:
     from embodied_ws.config.schema import RunConfig
     from embodied_ws.randomization.spec import DRSpec
 
-#: Adam training state per fp32 parameter: weights 4 + gradients 4 + first and second moments 8 bytes
-ADAM_BYTES_PER_PARAM = 16
-#: frozen VLA weights for LoRA fine-tuning, in bf16
-FROZEN_BYTES_PER_PARAM = 2
-#: trainable share of a VLA's parameters under LoRA (rank 16-32 on attention and MLP projections: ~1 %)
-LORA_TRAINABLE_FRACTION = 0.01
 #: batch sizes tried by the probe (envs stepped together on one core)
 PROBE_BATCHES = (1, 8, 32)
 #: a batch within this share of the best throughput counts as saturating the core
@@ -106,22 +98,6 @@ def policy_parameters(cfg: RunConfig, core: Any) -> int:
     return int(sum(p.numel() for p in policy.parameters()))
 
 
-def ppo_memory_bytes(n_params: int, batch_size: int, obs_dim: int, act_dim: int, net_arch: list[int]) -> float:
-    """GPU bytes to train a PPO policy: Adam state plus one minibatch, × the 1.2 overhead.
-
-    The minibatch holds inputs (observation, action, advantage, return, old log-prob and value) and the
-    activations of the policy and value networks, kept for the backward pass, in fp32.
-    """
-    per_sample = obs_dim + act_dim + 4 + 2 * sum(net_arch)
-    return (ADAM_BYTES_PER_PARAM * n_params + 4 * batch_size * per_sample) * OVERHEAD
-
-
-def vla_memory_bytes(n_params: float) -> dict[str, float]:
-    """GPU bytes for a VLA's weights and optimizer state (activations not included), × the 1.2 overhead."""
-    lora = FROZEN_BYTES_PER_PARAM * n_params + ADAM_BYTES_PER_PARAM * LORA_TRAINABLE_FRACTION * n_params
-    return {"lora": lora * OVERHEAD, "full": ADAM_BYTES_PER_PARAM * n_params * OVERHEAD}
-
-
 def make_plan(
     cfg: RunConfig,
     dr: DRSpec,
@@ -166,7 +142,7 @@ def make_plan(
             "ppo_policy": ppo / GIB,
             "vla_lora": vla["lora"] / GIB,
             "vla_full": vla["full"] / GIB,
-            "llm_assistant": (llm.weights_bytes + llm.kv_bytes(llm_ctx)) / GIB,
+            "llm_assistant": llm_memory_bytes(llm, llm_ctx) / GIB,
         },
         "ppo_policy_parameters": n_params,
         "vla_parameters": vla_params,

@@ -123,10 +123,11 @@ class AssistantApp(App[int]):
             return
         try:
             from embodied_ws.assistant.llm import LocalLLM
-            from embodied_ws.assistant.planner import free_vram_bytes, plan, shape_from_gguf
+            from embodied_ws.assistant.planner import shape_from_gguf
+            from embodied_ws.core.memory import free_vram_bytes, plan_llm
 
             shape = shape_from_gguf(path)
-            p = plan(shape, free_vram_bytes(), n_ctx=min(4096, shape.context_length))
+            p = plan_llm(shape, free_vram_bytes(), n_ctx=min(4096, shape.context_length))
             self.llm = LocalLLM(path, n_ctx=p.n_ctx, n_gpu_layers=p.n_gpu_layers)
             banner.update(f"model: {shape.name} · {p.message(shape)}")
         except UserError as exc:

@@ -1,9 +1,10 @@
 """Memory estimate of a fine-tune, compared with free GPU or host memory before any training starts.
 
 Estimate = weights (all parameters, in their dtype) + gradients and AdamW moments (trainable
-parameters only, fp32) + activations kept for backward (``batch × tokens × width × layers × 34 bytes``,
-the usual transformer rule of thumb, with tokens = image tokens + language tokens + action chunk).
-It is deliberately simple: its job is to stop a run that cannot fit, and to name the knob to turn.
+parameters only, fp32) + activations kept for backward (tokens = image tokens + language tokens +
+action chunk), with the constants and formulas of :mod:`embodied_ws.core.memory`; this module only
+reads the model's sizes. It is deliberately simple: its job is to stop a run that cannot fit, and to
+name the knob to turn.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from embodied_ws.core.errors import UserError
-
-MB = 1024 * 1024
+from embodied_ws.core.memory import MIB, activation_bytes, free_memory, optimizer_bytes
 
 
 @dataclass
@@ -34,25 +34,13 @@ class MemoryEstimate:
     def summary(self) -> dict[str, float | str]:
         """MB per part, for printing and JSON."""
         return {
-            "weights_mb": round(self.weights / MB, 1),
-            "grads_and_adam_mb": round(self.optimizer / MB, 1),
-            "activations_mb": round(self.activations / MB, 1),
-            "estimate_mb": round(self.total / MB, 1),
-            "free_mb": round(self.free / MB, 1),
+            "weights_mb": round(self.weights / MIB, 1),
+            "grads_and_adam_mb": round(self.optimizer / MIB, 1),
+            "activations_mb": round(self.activations / MIB, 1),
+            "estimate_mb": round(self.total / MIB, 1),
+            "free_mb": round(self.free / MIB, 1),
             "device": self.device,
         }
-
-
-def free_memory(device: str) -> int:
-    """Free bytes on ``device``: CUDA's own count for GPUs, available host RAM otherwise."""
-    if device.startswith("cuda"):
-        import torch
-
-        free, _ = torch.cuda.mem_get_info(torch.device(device))
-        return int(free)
-    import psutil
-
-    return int(psutil.virtual_memory().available)
 
 
 def _width_and_layers(model: Any) -> tuple[int, int]:
@@ -79,8 +67,8 @@ def estimate(model: Any, batch_size: int, tokens: int, device: str) -> MemoryEst
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     width, layers = _width_and_layers(model)
-    activations = 34 * batch_size * tokens * width * layers
-    return MemoryEstimate(weights, trainable * 4 * 3, activations, free_memory(device), device)
+    activations = activation_bytes(batch_size, tokens, width, layers)
+    return MemoryEstimate(weights, optimizer_bytes(trainable), activations, free_memory(device), device)
 
 
 def refuse_if_too_big(est: MemoryEstimate, margin: float, lora: bool) -> None:
@@ -94,6 +82,6 @@ def refuse_if_too_big(est: MemoryEstimate, margin: float, lora: bool) -> None:
     else:
         knob = "set vla.load_in_4bit=true (CUDA + bitsandbytes) or lower vla.lora_rank"
     raise UserError(
-        f"fine-tune needs about {est.total / MB:,.0f} MB, only {est.free / MB:,.0f} MB free on {est.device}: {knob}",
+        f"fine-tune needs about {est.total / MIB:,.0f} MB, only {est.free / MIB:,.0f} MB free on {est.device}: {knob}",
         "vla",
     )
