@@ -136,3 +136,13 @@ def test_bad_search_space_is_one_line_exit_2(tmp_path: Path, space: object, mess
     assert out.returncode == 2, out.stderr
     assert out.stderr.count("\n") == 1 and out.stderr.startswith(f"error: {path}"), out.stderr
     assert message in out.stderr
+
+
+def test_exponent_floats_that_yaml_reads_as_text_are_numbers() -> None:
+    """PyYAML (YAML 1.1) reads ``3e-4`` as a string: a float field takes it as the number it means."""
+    from embodied_ws.config.loader import load_config
+    from embodied_ws.rl.tune import load_space
+
+    cfg = load_config("reach", ["ppo.learning_rate=3e-4", "ppo.ent_coef=1E-5"])
+    assert (cfg.ppo.learning_rate, cfg.ppo.ent_coef) == (3e-4, 1e-5)
+    assert {p.key for p in load_space(None, "reach")} >= {"ppo.learning_rate", "ppo.ent_coef"}

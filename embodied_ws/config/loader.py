@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from pathlib import Path
@@ -41,6 +42,10 @@ def _collect_lines(node: Any, prefix: str, out: dict[str, int]) -> None:
             _collect_lines(value_node, key, out)
 
 
+#: a decimal number in exponent form that YAML 1.1 (PyYAML) leaves a string: ``1e-5``, ``3E4``, ``-2e+3``
+YAML11_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
 def _type_ok(value: Any, tp: Any) -> tuple[bool, Any]:
     """Check ``value`` against a simple annotation; ints are accepted (and converted) for floats."""
     origin = typing.get_origin(tp)
@@ -70,6 +75,8 @@ def _type_ok(value: Any, tp: Any) -> tuple[bool, Any]:
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return True, float(value)
+        if isinstance(value, str) and YAML11_FLOAT.fullmatch(value.strip()):
+            return True, float(value)  # YAML 1.1 reads 1e-5 and 3e-4 (no dot) as strings: they mean numbers
         return False, value
     if tp is int:
         return isinstance(value, int) and not isinstance(value, bool), value
