@@ -113,13 +113,14 @@ def plot_overlays(path: Path, rec: Recording, sims: dict[str, np.ndarray], title
 
     span = overlay_span(rec, segment_s)
     first = min(rec.first_commanded, rec.n - 1)
+    late = span["replayed_from_s"] - span["from_s"] > 2.0 * rec.control_dt  # more than the usual first state
     starts = Replayer.segment_starts(rec, segment_s)
     n = rec.q.shape[1]
     width = float(np.clip((span["to_s"] - span["from_s"]) / 4.0, 10.0, 40.0))  # long recordings get room
     fig, axes = plt.subplots(n, 1, figsize=(width, 2.2 * n), sharex=True, squeeze=False)
     for j in range(n):
         ax = axes[j, 0]
-        if first > 0:
+        if late:
             ax.axvspan(rec.t[0], rec.t[first], color="0.9", label="not replayed (no command recorded yet)")
         for s in starts[1:]:
             ax.axvline(rec.t[s], color="0.75", lw=0.6, ls=":")
@@ -130,10 +131,10 @@ def plot_overlays(path: Path, rec: Recording, sims: dict[str, np.ndarray], title
         ax.set_xlim(rec.t[0], rec.t[-1])
         ax.grid(alpha=0.3)
     axes[0, 0].legend(loc="upper right", fontsize=8)
-    part = f"whole recording, {span['from_s']:g}-{span['to_s']:g} s"
-    if first > 0:
-        part += f", replayed from {span['replayed_from_s']:g} s"
-    axes[0, 0].set_title(f"{title}: {part}; dotted: {segment_s:g} s replay segments")
+    part = f"whole recording, {span['from_s']:g}-{span['to_s']:.1f} s"
+    if late:
+        part += f" (replayed from {span['replayed_from_s']:.1f} s, the first recorded command)"
+    axes[0, 0].set_title(f"{title}\n{part}; dotted lines: replay segment starts ({segment_s:g} s)", fontsize=10)
     axes[-1, 0].set_xlabel("time [s]")
     fig.tight_layout()
     tmp = path.with_name(f".{path.name}.tmp.png")
