@@ -229,7 +229,7 @@ def test_gap_reports_of_a_plant_and_a_bag_go_to_their_own_folders(tmp_path: Path
     _intact(user)
 
 
-def test_eval_sysid_fit_and_finetune_refuse_a_users_folder(tmp_path: Path, cli) -> None:
+def test_eval_fit_tune_finetune_and_download_refuse_a_users_folder(tmp_path: Path, cli) -> None:
     from deploy_helpers import untrained_run
 
     run = untrained_run(tmp_path / "run")
@@ -244,6 +244,9 @@ def test_eval_sysid_fit_and_finetune_refuse_a_users_folder(tmp_path: Path, cli) 
     models = _user_folder(tmp_path / "models")
     _one_line_error(cli("vla", "download", "lerobot/smolvla_base", "--out", str(models)), str(models))  # no network
     _intact(models)
+    study = _user_folder(tmp_path / "runs" / "study1")
+    _one_line_error(cli("tune", "--name", "study1", "--runs", str(tmp_path / "runs"), "--trials", "1"), str(study))
+    _intact(study)
     user = _user_folder(tmp_path / "runs" / "vla1")
     _one_line_error(
         cli("finetune", str(tmp_path / "nodata"), "--name", "vla1", "--runs", str(tmp_path / "runs")), str(user)
