@@ -19,9 +19,8 @@ import time
 from pathlib import Path
 
 from embodied_ws.assistant.download import default_model_path
-from embodied_ws.assistant.planner import shape_from_gguf
+from embodied_ws.assistant.llm import load_llm
 from embodied_ws.core.gpu import gpu_info
-from embodied_ws.core.memory import free_vram_bytes, plan_llm
 
 PROMPT = (
     "colcon build failed with: CMake Error at CMakeLists.txt:5 (find_package): By not providing "
@@ -45,12 +44,14 @@ def skip_reason(allow_cpu: bool) -> str | None:
     return None
 
 
-def measure(model: Path, n_gpu_layers: int, n_ctx: int, decode: int) -> dict[str, float]:
-    """Prompt and decode tokens/s (greedy, fixed token count) and the GPU memory the model took."""
-    from llama_cpp import Llama
+def measure(model: Path, n_gpu_layers: int | None, n_ctx: int, decode: int) -> dict[str, float]:
+    """Prompt and decode tokens/s (greedy, fixed token count) and the GPU memory the model took.
 
+    The model is set up as the assistant sets it up (:func:`load_llm`); ``n_gpu_layers`` None: the plan's.
+    """
     before = gpu_info()
-    llm = Llama(str(model), n_gpu_layers=n_gpu_layers, n_ctx=n_ctx, seed=0, verbose=False)
+    local = load_llm(model, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers)
+    llm = local.llm
     after = gpu_info()
     tokens = llm.tokenize(PROMPT.encode())
     t0 = time.perf_counter()
@@ -67,6 +68,8 @@ def measure(model: Path, n_gpu_layers: int, n_ctx: int, decode: int) -> dict[str
         "decode_tokens": decode,
         "decode_tok_per_s": decode / (t2 - t1),
         "vram_used_mb": max(0.0, used),
+        "n_gpu_layers": local.n_gpu_layers,
+        "n_layers": local.shape.n_layers if local.shape else 0,
     }
 
 
@@ -86,22 +89,19 @@ def main(argv: list[str] | None = None) -> int:
     if reason:
         print(json.dumps({"skipped": reason}))
         return 0
-    shape = shape_from_gguf(model)
-    layers = args.n_gpu_layers
-    if layers is None:
-        layers = plan_llm(shape, free_vram_bytes(), n_ctx=args.n_ctx).n_gpu_layers
-    result = measure(model, layers, args.n_ctx, args.decode)
+    result = measure(model, args.n_gpu_layers, args.n_ctx, args.decode)
+    layers, n_layers = int(result["n_gpu_layers"]), int(result["n_layers"])
     info = gpu_info()
     bandwidth = info.bandwidth_gb_s if info else None
     model_bytes = model.stat().st_size
-    bound = bandwidth * 1e9 / model_bytes if bandwidth and layers >= shape.n_layers else None
+    bound = bandwidth * 1e9 / model_bytes if bandwidth and layers >= n_layers else None
     out = {
         "model": model.name,
         "gpu": info.name if info else None,
         "bandwidth_gb_s": bandwidth,
         "model_mb": round(model_bytes / 2**20, 1),
         "n_gpu_layers": layers,
-        "n_layers": shape.n_layers,
+        "n_layers": n_layers,
         "prompt_tok_per_s": round(result["prompt_tok_per_s"], 1),
         "decode_tok_per_s": round(result["decode_tok_per_s"], 2),
         "bound_tok_per_s": round(bound, 2) if bound else None,

@@ -9,8 +9,7 @@ import pytest
 from tiny_gguf import build_tiny_gguf
 
 from embodied_ws.assistant.download import default_manifest, sha256_file, verify_sha256
-from embodied_ws.assistant.llm import LocalLLM, split_think
-from embodied_ws.assistant.planner import shape_from_gguf
+from embodied_ws.assistant.llm import LocalLLM, load_llm, shape_from_gguf, split_think
 from embodied_ws.assistant.prompt import pack_context
 from embodied_ws.assistant.redact import redact
 from embodied_ws.assistant.triage import Triage
@@ -66,6 +65,24 @@ def test_tiny_gguf_loads_and_streams(tiny: Path) -> None:
     assert len(pieces) >= 3 and all(isinstance(p, str) for p in pieces)
     assert llm.count_tokens("the ros node") > 0
     llm.close()
+
+
+def test_one_llm_set_up_plans_then_loads(tiny: Path) -> None:
+    """load_llm: the GGUF's own context caps the default, the plan on 0 free VRAM puts 0 layers on the GPU,
+    and the prompt budget leaves room for the answer; no other module builds a llama_cpp.Llama."""
+    llm = load_llm(tiny, free_vram=0.0)
+    assert (llm.n_ctx, llm.n_gpu_layers) == (512, 0) and llm.plan is not None and llm.plan.device == "cpu"
+    assert "CPU" in llm.describe() and llm.prompt_budget(10_000) == 256
+    llm.close()
+    llm.n_ctx = 8192  # the default context: doctor's 768-token answer leaves 8192 - 1024 for the prompt
+    assert llm.prompt_budget(768) == 8192 - 1024
+    root = Path(__file__).resolve().parents[1]
+    builders = [
+        str(f.relative_to(root))
+        for f in [*(root / "embodied_ws").rglob("*.py"), *(root / "bench").glob("*.py")]
+        if "Llama(" in f.read_text()
+    ]
+    assert builders == ["embodied_ws/assistant/llm.py"]
 
 
 def test_missing_model_is_a_clear_error(tmp_path: Path) -> None:

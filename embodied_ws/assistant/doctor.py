@@ -54,26 +54,27 @@ def triage_source(source: str, rule_files: list[Path] | None = None) -> tuple[Tr
     return t, list(tail)
 
 
+#: answer length of ``doctor --llm`` (a report: R1 reasons in <think> first)
+ANSWER_TOKENS = 768
+
+
 def explain_with_llm(findings: list[Finding], tail: list[str], model: Path, question: str = "") -> dict[str, Any]:
     """Ask the local model about the log; returns the plan, the answer and the (hidden) reasoning."""
-    from embodied_ws.assistant.llm import LocalLLM, split_think
-    from embodied_ws.assistant.planner import shape_from_gguf
+    from embodied_ws.assistant.llm import load_llm, split_think
     from embodied_ws.assistant.prompt import error_excerpts, pack_context
-    from embodied_ws.core.memory import free_vram_bytes, plan_llm
 
-    shape = shape_from_gguf(model)
-    p = plan_llm(shape, free_vram_bytes(), n_ctx=min(8192, shape.context_length))
-    llm = LocalLLM(model, n_ctx=p.n_ctx, n_gpu_layers=p.n_gpu_layers)
+    llm = load_llm(model)
     excerpts = error_excerpts(tail, is_error_line) or ["\n".join(tail[-15:])]
-    packed = pack_context(question, findings, excerpts, budget=max(256, p.n_ctx - 1024), count=llm.count_tokens)
-    text = "".join(llm.stream(packed.system, packed.user, max_tokens=768))
+    budget = llm.prompt_budget(ANSWER_TOKENS)
+    packed = pack_context(question, findings, excerpts, budget=budget, count=llm.count_tokens)
+    text = "".join(llm.stream(packed.system, packed.user, max_tokens=ANSWER_TOKENS))
     llm.close()
     parts = split_think(text)
     return {
         "model": str(model),
-        "plan": p.message(shape),
-        "n_gpu_layers": p.n_gpu_layers,
-        "n_ctx": p.n_ctx,
+        "plan": llm.describe(),
+        "n_gpu_layers": llm.n_gpu_layers,
+        "n_ctx": llm.n_ctx,
         "prompt_tokens": packed.tokens,
         "answer": parts.answer,
         "think": parts.think,

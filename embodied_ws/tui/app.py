@@ -32,6 +32,9 @@ from embodied_ws.tui.widgets.cards import FindingCard
 from embodied_ws.tui.widgets.chat import ChatTurn
 from embodied_ws.tui.widgets.logview import LogView
 
+#: answer length of a chat turn (short replies keep the chat responsive)
+CHAT_TOKENS = 256
+
 
 class LogChunk(Message):
     """A worker read a chunk of a log (triaged and shown by the UI thread)."""
@@ -122,14 +125,11 @@ class AssistantApp(App[int]):
             banner.add_class("warn")
             return
         try:
-            from embodied_ws.assistant.llm import LocalLLM
-            from embodied_ws.assistant.planner import shape_from_gguf
-            from embodied_ws.core.memory import free_vram_bytes, plan_llm
+            from embodied_ws.assistant.llm import load_llm
 
-            shape = shape_from_gguf(path)
-            p = plan_llm(shape, free_vram_bytes(), n_ctx=min(4096, shape.context_length))
-            self.llm = LocalLLM(path, n_ctx=p.n_ctx, n_gpu_layers=p.n_gpu_layers)
-            banner.update(f"model: {shape.name} · {p.message(shape)}")
+            self.llm = load_llm(path)
+            name = self.llm.shape.name if self.llm.shape else path.name
+            banner.update(f"model: {name} · {self.llm.describe()}")
         except UserError as exc:
             banner.update(f"rules only: {exc.line()}")
             banner.add_class("warn")
@@ -266,9 +266,9 @@ class AssistantApp(App[int]):
         worker = get_current_worker()
         excerpts = error_excerpts(lines, is_error_line) or ["\n".join(lines[-15:])]
         packed = pack_context(
-            question, findings, excerpts, budget=max(256, self.llm.n_ctx - 600), count=self.llm.count_tokens
+            question, findings, excerpts, budget=self.llm.prompt_budget(CHAT_TOKENS), count=self.llm.count_tokens
         )
-        pieces = self.llm.stream(packed.system, packed.user, max_tokens=256)
+        pieces = self.llm.stream(packed.system, packed.user, max_tokens=CHAT_TOKENS)
         try:
             while True:
                 with self._llm_lock:  # the model is closed on unmount only between tokens
