@@ -35,7 +35,10 @@ def _download(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
 
 
 class _RefusingHub(http.server.BaseHTTPRequestHandler):
-    """A hub endpoint that answers every request with 403 (a proxy or firewall in the way)."""
+    """A hub endpoint behind a proxy that answers 403; with ``lists_files`` the file listing (paths-info) still
+    answers, so the refusal comes at the transfer itself."""
+
+    lists_files = False
 
     def _refuse(self) -> None:
         self.send_response(403)
@@ -43,15 +46,30 @@ class _RefusingHub(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(b"blocked by proxy\n")
 
-    do_GET = do_HEAD = do_POST = _refuse
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if not (self.lists_files and "/paths-info/" in self.path):
+            self._refuse()
+            return
+        from embodied_ws.assistant.download import default_manifest
+
+        sha = "0" * 64
+        body = json.dumps([{"type": "file", "path": default_manifest().filename, "size": 123, "oid": "1" * 40,
+                            "lfs": {"oid": sha, "size": 123, "pointerSize": 130}}]).encode()  # fmt: skip
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_HEAD = _refuse
 
     def log_message(self, *args: object) -> None:
         pass
 
 
-@pytest.fixture
-def refusing_hub() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _RefusingHub)
+def _serve(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -59,6 +77,16 @@ def refusing_hub() -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def refusing_hub() -> Iterator[str]:
+    yield from _serve(_RefusingHub)
+
+
+@pytest.fixture
+def hub_refusing_the_file() -> Iterator[str]:
+    yield from _serve(type("ListsFiles", (_RefusingHub,), {"lists_files": True}))
 
 
 def test_assistant_download_without_network_is_one_line(tmp_path: Path) -> None:
@@ -77,6 +105,18 @@ def test_assistant_download_from_a_refusing_hub_is_one_line(tmp_path: Path, refu
     proc = _download(tmp_path, HF_ENDPOINT=refusing_hub)
     _assert_one_line_error(proc, "cannot reach the model hub", refusing_hub, "403")
     assert not (tmp_path / "models").exists()
+
+
+def test_assistant_download_refused_at_the_transfer_is_one_line(tmp_path: Path, hub_refusing_the_file: str) -> None:
+    """The hub lists the file, then refuses it: the notice that the transfer starts, then one error line with the
+    root cause (the 403), exit 2; nothing in the folder pretends to be the model."""
+    proc = _download(tmp_path, HF_ENDPOINT=hub_refusing_the_file)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    notice, error = proc.stderr.strip().splitlines()
+    assert notice.startswith("downloading ") and error.startswith("error: "), proc.stderr
+    assert "download failed" in error and "403" in error and "run it again to resume" in error, error
+    assert proc.stdout == ""
+    assert not list((tmp_path / "models").glob("*.gguf"))
 
 
 @pytest.fixture(scope="module")

@@ -65,7 +65,11 @@ def _network_error_types() -> tuple[type[BaseException], ...]:
 
 
 def _reason(exc: BaseException) -> str:
-    """The first line of an exception's message (hub errors run over several lines), with its type."""
+    """The first line of the root cause's message (hub errors wrap the HTTP one and run over several lines)."""
+    seen = {id(exc)}
+    while (inner := exc.__cause__ or exc.__context__) is not None and id(inner) not in seen:
+        seen.add(id(inner))
+        exc = inner
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
