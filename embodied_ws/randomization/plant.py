@@ -22,6 +22,7 @@ from pathlib import Path
 import mujoco
 
 from embodied_ws.core.errors import ConfigError
+from embodied_ws.core.yamlfile import read_yaml
 from embodied_ws.randomization.appliers import APPLIERS, EnvApplier
 from embodied_ws.randomization.sampler import DRSampler
 from embodied_ws.randomization.spec import DRSpec, parse_dr
@@ -113,8 +114,6 @@ def parse_plant(data: object, source: str = "plant", lines: dict[str, int] | Non
 
 def load_plant(path: str | Path) -> Plant:
     """Read and validate a plant YAML file; errors are one line naming the file and line."""
-    from embodied_ws.config.loader import read_yaml
-
     file = Path(path)
     data, lines = read_yaml(file)
     return parse_plant(data, str(file), lines)
