@@ -13,28 +13,17 @@ import sys
 from pathlib import Path
 
 from embodied_ws.assistant.corpus import read_corpus
-from embodied_ws.assistant.error_lines import ErrorLineCollector, document
 from embodied_ws.assistant.rules import builtin_rules
-from embodied_ws.assistant.similarity import EXAMPLES_FILE
+from embodied_ws.assistant.similarity import EXAMPLES_FILE, build_examples
 from embodied_ws.core.atomic import write_bytes_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def log_document(path: Path) -> str:
-    """The similarity document of one log file."""
-    c = ErrorLineCollector()
-    c.feed(path.read_bytes().replace(b"\r\n", b"\n"), 1)
-    return document(c.lines())
-
-
 def main() -> int:
     """Write the examples file; prints how many examples per split went in."""
     corpus = read_corpus(ROOT / "tests" / "fixtures" / "corpus")
-    examples = [{"id": r.id, "doc": log_document(r.path), "source": r.source} for r in corpus if r.split == "dev"]
-    for rule in builtin_rules().rules:
-        examples.append({"id": rule.id, "doc": f"{rule.title} {rule.cause}", "source": f"rule {rule.id}"})
-    examples = [e for e in examples if e["doc"].strip()]
+    examples = build_examples([r for r in corpus if r.split == "dev"], builtin_rules())
     out = ROOT / "embodied_ws" / "assistant" / EXAMPLES_FILE
     write_bytes_atomic(out, (json.dumps({"version": 1, "examples": examples}, indent=0) + "\n").encode())
     print(f"{len(examples)} examples ({sum(r.split == 'dev' for r in corpus)} dev logs) -> {out}")

@@ -33,7 +33,10 @@ def test_an_error_no_rule_knows_still_gets_a_lower_confidence_finding_with_evide
     findings = t.findings()
     assert findings, "an error log never gets an empty answer"
     assert all(f.stage == "similarity" for f in findings) and len(findings) == 3
-    assert all(f.confidence <= 0.7 for f in findings)  # below every rule
+    assert all(f.raw <= 0.7 for f in findings)  # the stage's score: below every rule's
+    rule_conf = _triage_text("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n").findings()[0].confidence
+    assert all(f.confidence < rule_conf for f in findings)  # calibrated: a guess is shown as less likely
+    assert t.is_unsure(findings)  # and not presented as the cause
     assert any("process has died" in e.text for e in findings[0].evidence)
     assert json.loads(json.dumps(findings[0].to_dict()))["stage"] == "similarity"
 
@@ -109,3 +112,19 @@ def test_ranker_ranks_a_document_like_its_examples() -> None:
     ranker = SimilarityRanker([("a.x", "nccl unhandled system error socket"), ("b.y", "colcon cmake find_package")])
     assert ranker.rank("NCCL error: unhandled system error", k=1)[0].id == "a.x"
     assert ranker.rank("   ") == []
+
+
+def test_doctor_says_unsure_with_the_error_lines_and_closest_causes(cli, tmp_path: Path) -> None:
+    log = tmp_path / "odd.log"
+    log.write_text("[planner-2] what():  camera device /dev/video3 is busy\n[ERROR] [planner-2]: process has died\n")
+    out = json.loads(cli("doctor", str(log), "--json").stdout)
+    assert out["unsure"] is True and out["findings"][0]["confidence"] < out["unsure_threshold"]
+    assert any("process has died" in x for x in out["unsure_error_lines"])
+    assert out["closest"] == [f["id"] for f in out["findings"][:3]]
+    text = cli("doctor", str(log)).stdout
+    assert text.startswith("unsure: ") and "the error lines are:" in text and "closest known causes:" in text
+    sure = tmp_path / "oom.log"
+    sure.write_text("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    out = json.loads(cli("doctor", str(sure), "--json").stdout)
+    assert out["unsure"] is False and out["findings"][0]["id"] == "cuda.oom" and "closest" not in out
+    assert not cli("doctor", str(sure)).stdout.startswith("unsure")

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from textual.widgets import Static
 from tiny_gguf import build_tiny_gguf
 
 from embodied_ws.tui.app import AssistantApp
@@ -104,6 +105,24 @@ def test_second_stage_cards_look_different_and_say_so(tmp_path: Path) -> None:
             card = app.query(FindingCard).first()
             assert card.finding.stage == "similarity" and card.has_class("similar")
             assert "similar to known cases" in str(card.query(".card-title").first().render())
+            # a guess below the calibrated threshold is not presented as the cause
+            banner = str(app.query_one("#unsure", Static).render())
+            assert banner.startswith("unsure:") and "camera device /dev/video3 is busy" in banner
+            assert card.finding.rule.id in banner  # among the closest known causes
+
+    asyncio.run(run())
+
+
+def test_a_rule_answer_has_no_unsure_banner(tmp_path: Path) -> None:
+    async def run() -> None:
+        app = AssistantApp(None, model=tmp_path / "missing.gguf")
+        async with app.run_test(size=(160, 50)) as pilot:
+            app.query_one("#ask").focus()
+            app.query_one("#ask").value = "/paste RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
+            await pilot.press("enter")
+            await _settle(pilot, lambda: len(app.query(FindingCard)) > 0)
+            assert app.query(FindingCard).first().finding.rule.id == "cuda.oom"
+            assert not app.query("#unsure")
 
     asyncio.run(run())
 

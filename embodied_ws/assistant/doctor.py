@@ -84,16 +84,38 @@ def explain_with_llm(findings: list[Finding], tail: list[str], model: Path, ques
 NO_ERROR_LINE = "No error line in this log (nothing failed that the log shows)."
 
 
-def render_text(findings: list[Finding], llm: dict[str, Any] | None, has_errors: bool = True) -> str:
-    """Human-readable report: rule findings, then the similarity stage's (marked as such)."""
+UNSURE_LINES = 5
+
+
+def unsure_summary(findings: list[Finding], error_lines: list[str], threshold: float) -> list[str]:
+    """The "unsure" answer: the log's error lines and the closest known causes, no id named as the cause."""
+    best = findings[0].confidence if findings else 0.0
+    out = [f"unsure: no known cause fits with enough confidence (best {best:.0%}, below {threshold:.0%})."]
+    out.append("  the error lines are:")
+    out += [f"    {x.strip()[:200]}" for x in error_lines[-UNSURE_LINES:]]
+    out.append("  closest known causes: " + "; ".join(f"{f.rule.id} ({f.confidence:.0%})" for f in findings[:3]))
+    out.append("  (details below; `--llm` asks the local model)\n")
+    return out
+
+
+def render_text(
+    findings: list[Finding],
+    llm: dict[str, Any] | None,
+    has_errors: bool = True,
+    unsure: list[str] | None = None,
+) -> str:
+    """Human-readable report: the "unsure" summary when no cause is likely enough, rule and template
+    findings, then the similarity stage's (marked as such)."""
     if not findings:
         out = [NO_ERROR_LINE if not has_errors else "No known failure pattern found. Try `--llm`."]
     else:
-        out = []
+        out = list(unsure or [])
         for i, f in enumerate(findings, 1):
             r = f.rule
-            how = f"{f.count} match(es)" if f.stage == "rule" else f"similar to known cases; {f.count} error line(s)"
-            mark = "" if f.stage == "rule" else "~ "
+            if f.stage == "similarity":
+                how, mark = f"similar to known cases; {f.count} error line(s)", "~ "
+            else:
+                how, mark = f"{f.count} match(es)" + (f", {f.tool} message" if f.tool else ""), ""
             out.append(f"{i}. {mark}[{r.id}] {r.title}  (confidence {f.confidence:.0%}, {how})")
             out.append(f"   cause: {r.cause}")
             out += [f"   line {e.line}: {e.text.strip()[:200]}" for e in f.evidence[:3]]
@@ -111,6 +133,8 @@ def run(source: str, as_json: bool, use_llm: bool, model: Path | None, rule_file
     """The ``doctor LOG`` verb."""
     t, tail = triage_source(source, rule_files)
     findings = t.findings()
+    unsure = t.is_unsure(findings)
+    error_lines = [ln.text for ln in t.errors.lines()]
     llm = None
     if use_llm:
         from embodied_ws.assistant.download import default_model_path
@@ -119,9 +143,14 @@ def run(source: str, as_json: bool, use_llm: bool, model: Path | None, rule_file
     if as_json:
         out = {"findings": [f.to_dict() for f in findings], "llm": llm, "lines": t.lines}
         out |= {"error_lines": t.errors.n_error, "warning_lines": t.errors.n_warn}
+        out |= {"unsure": unsure, "unsure_threshold": t.calibration.threshold}
+        if unsure:
+            out["unsure_error_lines"] = [x[:500] for x in error_lines[-UNSURE_LINES:]]
+            out["closest"] = [f.rule.id for f in findings[:3]]
         if not findings:
             out["message"] = NO_ERROR_LINE
         print(json.dumps(out))
     else:
-        print(render_text(findings, llm, t.has_error_lines))
+        summary = unsure_summary(findings, error_lines, t.calibration.threshold) if unsure else None
+        print(render_text(findings, llm, t.has_error_lines, summary))
     return 0

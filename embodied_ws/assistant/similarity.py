@@ -18,7 +18,14 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from embodied_ws.assistant.corpus import CorpusLog
+    from embodied_ws.assistant.rules import RuleSet
 
 EXAMPLES_FILE = "similarity_examples.json"
 MAX_CONFIDENCE = 0.7
@@ -76,6 +83,26 @@ class SimilarityRanker:
                 if len(best) == k:
                     break
         return [Candidate(t, s) for t, s in best.items() if s > 0.0]
+
+
+def log_document(path: Path) -> str:
+    """The similarity document of one log file (its error lines, tagged)."""
+    from embodied_ws.assistant.error_lines import ErrorLineCollector, document
+
+    c = ErrorLineCollector()
+    c.feed(path.read_bytes().replace(b"\r\n", b"\n"), 1)
+    return document(c.lines())
+
+
+def build_examples(logs: Iterable[CorpusLog], rules: RuleSet) -> list[dict[str, str]]:
+    """Example records ``{id, doc, source}``: one per log of ``logs`` plus one per rule (its title and cause).
+
+    The shipped file is built from the corpus's ``dev`` logs; the cross-validation builds one per training
+    fold, so a held-out log never sees examples from its own repository.
+    """
+    examples = [{"id": r.id, "doc": log_document(r.path), "source": r.source} for r in logs]
+    examples += [{"id": r.id, "doc": f"{r.title} {r.cause}", "source": f"rule {r.id}"} for r in rules.rules]
+    return [e for e in examples if e["doc"].strip()]
 
 
 def load_examples() -> list[tuple[str, str]]:

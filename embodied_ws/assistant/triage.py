@@ -11,11 +11,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from embodied_ws.assistant.calibration import Calibration, default_calibration
 from embodied_ws.assistant.error_lines import ErrorLineCollector, document
 from embodied_ws.assistant.rules import Rule, RuleSet, builtin_rules
 from embodied_ws.assistant.sources import Chunk
+from embodied_ws.assistant.templates import Template, builtin_templates
+
+if TYPE_CHECKING:
+    from embodied_ws.assistant.similarity import SimilarityRanker
 
 MAX_EVIDENCE = 5
 
@@ -33,8 +38,10 @@ class Evidence:
 class Finding:
     """A taxonomy id with its confidence and evidence lines.
 
-    ``stage`` is ``rule`` when a rule's pattern fired, ``similarity`` when the second stage ranked the
-    id from the log's error lines (lower confidence; ``count`` is then the number of error lines read).
+    ``stage`` is ``rule`` when a rule's pattern fired, ``template`` when only a tool's message template
+    matched, ``similarity`` when the second stage ranked the id from the log's error lines (``count`` is
+    then the number of error lines read). ``raw`` is the stage's score; ``confidence`` is the calibrated
+    one (``calibration.py``): the measured chance that this id is the cause.
     """
 
     rule: Rule
@@ -42,6 +49,8 @@ class Finding:
     count: int
     evidence: list[Evidence] = field(default_factory=list)
     stage: str = "rule"
+    raw: float = 0.0
+    tool: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The ``doctor --json`` form."""
@@ -55,19 +64,23 @@ class Finding:
             "links": list(r.links),
             "confidence": round(self.confidence, 3),
             "stage": self.stage,
+            "raw_score": round(self.raw, 3),
+            "tool": self.tool,
             "count": self.count,
             "evidence": [{"line": e.line, "text": e.text[:500], "source": e.source} for e in self.evidence],
         }
 
 
 class Matcher:
-    """Compiled form of a rule set: one RE2 set for detection, Python regexes for locating."""
+    """Compiled form of a rule set and the tool templates: one RE2 set for detection, Python regexes for
+    locating."""
 
-    def __init__(self, rules: RuleSet) -> None:
+    def __init__(self, rules: RuleSet, templates: Iterable[Template] = ()) -> None:
         import re2
 
         self.rules = rules
-        self.index: list[tuple[Rule, str, float]] = []  # (rule, "trigger" | "context", boost)
+        self.index: list[tuple[Rule, str, float]] = []  # (rule, "trigger" | "context" | "template", boost)
+        self.tools: dict[int, str] = {}  # pattern index -> tool, for templates
         self._set = re2.Set.SearchSet()
         self._py: list[re.Pattern[bytes]] = []
         for rule in rules.rules:
@@ -75,6 +88,11 @@ class Matcher:
                 self._add(rule, "trigger", 0.0, p)
             for c in rule.context:
                 self._add(rule, "context", c.boost, c.regex)
+        known = set(rules.ids())
+        for t in templates:
+            if t.id in known:
+                self.tools[len(self.index)] = t.tool
+                self._add(rules.by_id(t.id), "template", t.confidence, t.pattern)
         self._set.Compile()
 
     def _add(self, rule: Rule, kind: str, boost: float, pattern: str) -> None:
@@ -95,10 +113,23 @@ class Triage:
     """Accumulates findings over the chunks of one or more logs.
 
     :param rules: the rule set (built-in rules by default)
+    :param ranker: the similarity stage's model (the shipped one by default; the cross-validation passes
+        one built from its training folds)
+    :param templates: the tool templates (the shipped ones by default)
+    :param calibration: raw score → displayed confidence (the shipped map by default; ``IDENTITY``: raw)
     """
 
-    def __init__(self, rules: RuleSet | None = None) -> None:
-        self.matcher = Matcher(rules or builtin_rules())
+    def __init__(
+        self,
+        rules: RuleSet | None = None,
+        ranker: SimilarityRanker | None = None,
+        templates: Iterable[Template] | None = None,
+        calibration: Calibration | None = None,
+    ) -> None:
+        self.matcher = Matcher(rules or builtin_rules(), builtin_templates() if templates is None else templates)
+        self.ranker = ranker
+        self.calibration = calibration or default_calibration()
+        self._templates: dict[str, tuple[float, str]] = {}  # id -> (best template confidence, tool)
         self._count: dict[str, int] = {}
         self._evidence: dict[str, list[Evidence]] = {}
         self._patterns: dict[str, set[int]] = {}
@@ -118,7 +149,11 @@ class Triage:
             if kind == "context":
                 self._context.setdefault(rule.id, {})[i] = boost
                 continue
-            self._patterns.setdefault(rule.id, set()).add(i)
+            if kind == "template":
+                if boost > self._templates.get(rule.id, (0.0, ""))[0]:
+                    self._templates[rule.id] = (boost, self.matcher.tools[i])
+            else:
+                self._patterns.setdefault(rule.id, set()).add(i)
             ev = self._evidence.setdefault(rule.id, [])
             n = 0
             line_no, counted_to = chunk.first_line, 0
@@ -140,7 +175,11 @@ class Triage:
         self.feed(Chunk(source, 1, data if data.endswith(b"\n") else data + b"\n"))
 
     def findings(self, alternatives: int = 3) -> list[Finding]:
-        """Rule findings, most likely first (confidence, then the earliest evidence), then the second stage's.
+        """Rule and template findings, most likely first, then the second stage's; confidences calibrated.
+
+        Order: harmless-noise (``benign``) ids last when the log has error lines; then, when a tool
+        template matched, the ids of that template's family first (a log whose error line is a known
+        tool message is never answered with another family); then by raw score and earliest evidence.
 
         :param alternatives: fill the list up to this many entries with similarity-stage findings (ids the
             rules did not find); when no rule fires and the log has error lines, there is always at least one
@@ -149,19 +188,46 @@ class Triage:
         for rule_id, count in self._count.items():
             rule = self.matcher.rules.by_id(rule_id)
             distinct = len(self._patterns.get(rule_id, ()))
-            conf = rule.confidence + 0.02 * (distinct - 1) + sum(self._context.get(rule_id, {}).values())
+            context = sum(self._context.get(rule_id, {}).values())
+            t_conf, tool = self._templates.get(rule_id, (0.0, ""))
+            if distinct:
+                conf, stage = rule.confidence + 0.02 * (distinct - 1) + context + (0.03 if tool else 0.0), "rule"
+            else:
+                conf, stage = t_conf + context, "template"
             ev = sorted(self._evidence.get(rule_id, []), key=lambda e: (e.source, e.line))
-            out.append(Finding(rule, min(conf, 0.99), count, ev))
+            out.append(Finding(rule, 0.0, count, ev, stage, raw=max(min(conf, 0.99), 0.01), tool=tool))
         # harmless-noise ids explain a log only when nothing in it failed
         noise_last = self.has_error_lines
+        lock = self.template_family()
         out.sort(
             key=lambda f: (
                 noise_last and f.rule.category == "benign",
-                -f.confidence,
+                lock is not None and f.rule.category != lock,
+                -f.raw,
                 f.evidence[0].line if f.evidence else 0,
             )
         )
-        return out + self.similar(max(alternatives - len(out), 0), exclude={f.rule.id for f in out})
+        out += self.similar(max(alternatives - len(out), 0), exclude={f.rule.id for f in out})
+        for rank, f in enumerate(out):
+            f.confidence = self.calibration.apply(f.raw, f.stage, rank)
+        return out
+
+    def template_family(self) -> str | None:
+        """The family of the strongest tool template that matched (harmless-noise ones only in a log with
+        no error line), or None."""
+        best: tuple[float, str] | None = None
+        for rule_id, (conf, _tool) in self._templates.items():
+            family = rule_id.split(".", 1)[0]
+            if family == "benign" and self.has_error_lines:
+                continue
+            if best is None or conf > best[0]:
+                best = (conf, family)
+        return best[1] if best else None
+
+    def is_unsure(self, findings: list[Finding]) -> bool:
+        """Whether ``findings`` (from :meth:`findings`) name no cause with enough confidence: the first
+        finding's calibrated confidence is below the calibration's threshold."""
+        return bool(findings) and findings[0].confidence < self.calibration.threshold
 
     def similar(self, k: int, exclude: set[str] | None = None) -> list[Finding]:
         """The second stage: up to ``k`` taxonomy ids ranked by similarity to the log's error lines."""
@@ -171,11 +237,13 @@ class Triage:
         from embodied_ws.assistant.similarity import default_ranker
 
         known = set(self.matcher.rules.ids())
-        ranked = [c for c in default_ranker().rank(document(lines), k + len(exclude or ())) if c.id in known]
+        ranked = [
+            c for c in (self.ranker or default_ranker()).rank(document(lines), k + len(exclude or ())) if c.id in known
+        ]
         ranked = [c for c in ranked if c.id not in (exclude or set())][:k]
         evidence = [Evidence(ln.line, ln.text, "") for ln in lines[-MAX_EVIDENCE:]]
         return [
-            Finding(self.matcher.rules.by_id(c.id), c.confidence, len(lines), evidence, stage="similarity")
+            Finding(self.matcher.rules.by_id(c.id), c.confidence, len(lines), evidence, "similarity", raw=c.confidence)
             for c in ranked
         ]
 

@@ -203,6 +203,11 @@ class AssistantApp(App[int]):
         findings = self.triage.findings()
         if not findings:
             cards.mount(Static("No known failure pattern yet. Ask the model below.", classes="empty"))
+        elif self.triage.is_unsure(findings):  # no id presented as the cause: the error lines, the closest ids
+            lines = "\n".join(ln.text.strip()[:160] for ln in self.triage.errors.lines()[-5:])
+            closest = "; ".join(f"{f.rule.id} ({f.confidence:.0%})" for f in findings[:3])
+            text = f"unsure: no known cause fits with enough confidence.\nthe error lines are:\n{lines}\n"
+            cards.mount(Static(text + f"closest known causes: {closest}", id="unsure", classes="empty", markup=False))
         cards.mount_all([FindingCard(f) for f in findings[:8]])
         checklist = self.query_one("#checklist", SelectionList)
         checklist.clear_options()

@@ -15,15 +15,15 @@ class FindingCard(Vertical):
     """A finding rendered as a card; second-stage (similarity) findings get the ``similar`` class and a label."""
 
     def __init__(self, finding: Finding, **kwargs) -> None:
-        classes = "card" if finding.stage == "rule" else "card similar"
+        classes = "card similar" if finding.stage == "similarity" else "card"
         super().__init__(classes=classes, **kwargs)
         self.finding = finding
 
     @override
     def compose(self) -> ComposeResult:
         f, r = self.finding, self.finding.rule
-        if f.stage == "rule":
-            meta = f"{r.id} · rule · {f.confidence:.0%} · {f.count}×"
+        if f.stage in ("rule", "template"):
+            meta = f"{r.id} · {f.tool + ' message' if f.tool else 'rule'} · {f.confidence:.0%} · {f.count}×"
         else:
             meta = f"{r.id} · similar to known cases, unconfirmed · {f.confidence:.0%}"
         yield Static(f"[b]{r.title}[/b]  [dim]{meta}[/dim]", classes="card-title")
