@@ -13,6 +13,7 @@ LAYERS: list[set[str]] = [
     {"core"},
     {"config", "randomization"},  # config parses DR specs; plant files (randomization) read configs
     {"sim"},
+    {"policy"},  # the policy protocol, the exported MLP, the one rollout: below every domain that runs a policy
     {"data", "sysid", "deploy", "rl", "vla", "assistant"},
     {"tui"},
     {"ros", "cli"},

@@ -14,7 +14,7 @@ import pytest
 from conftest import train_cmd
 
 from embodied_ws.config.loader import load_config, load_dr
-from embodied_ws.deploy.policy import ExportedPolicy
+from embodied_ws.policy.exported import ExportedPolicy
 from embodied_ws.rl.checkpoint import latest_checkpoint, read_state
 from embodied_ws.rl.train import train
 

@@ -47,7 +47,7 @@ def instruction_of(env: Any) -> str:
 def make_actor(env: Any, policy_run: Path | None) -> Any:
     """The scripted expert registered for the task, or the run's exported policy."""
     if policy_run is not None:
-        from embodied_ws.deploy.policy import ExportedPolicy
+        from embodied_ws.policy.exported import ExportedPolicy
 
         return ExportedPolicy(policy_run / "policy")
     from embodied_ws.data.expert import EXPERTS
@@ -55,31 +55,40 @@ def make_actor(env: Any, policy_run: Path | None) -> Any:
     return EXPERTS.get(env.cfg.env.task, "--task")(env)
 
 
-def rollout(env: Any, actor: Any, seed: int, camera: str) -> tuple[list[dict[str, Any]], bool, str]:
-    """One episode: ``(frames, success, instruction)``; frames hold state, action, image."""
-    obs, _ = env.reset(seed=seed)
-    if hasattr(actor, "reset"):
-        actor.reset()
-    instruction = instruction_of(env)
+def record_episode(env: Any, actor: Any, seed: int, camera: str) -> tuple[list[dict[str, Any]], bool, str]:
+    """One episode: ``(frames, success, instruction)``; a frame holds the state and image the actor saw and
+    the command it led to. Ends early once success has been held :data:`HOLD_STEPS` steps."""
+    from embodied_ws.policy.rollout import Step, rollout
+
     robot = env.core.robot
     frames: list[dict[str, Any]] = []
-    held, success = 0, False
-    for _ in range(env.core.episode_steps):
-        image = env.render()
-        state = env.data.qpos[robot.qpos_idx].astype(np.float32)
-        obs, _, term, trunc, info = env.step(actor.act(obs))
+    seen: dict[str, Any] = {}
+    held = 0
+
+    def before(env: Any, obs: Any) -> Any:
+        seen["instruction"] = seen.get("instruction") or instruction_of(env)
+        seen["image"] = env.render()
+        seen["state"] = env.data.qpos[robot.qpos_idx].astype(np.float32)
+        return obs
+
+    def after(step: Step) -> None:
         frames.append(
             {
-                "observation.state": state,
+                "observation.state": seen["state"],
                 "action": env.data.ctrl[: robot.nu].astype(np.float32),
-                f"observation.images.{camera}": image,
+                f"observation.images.{camera}": seen["image"],
             }
         )
-        success = bool(info.get("is_success", False))
-        held = held + 1 if success else 0
-        if held >= HOLD_STEPS or term or trunc:
-            break
-    return frames, success, instruction
+
+    def success_held(step: Step) -> bool:
+        nonlocal held
+        held = held + 1 if step.info.get("is_success", False) else 0
+        return held >= HOLD_STEPS
+
+    episode = rollout(
+        env, actor, seed, observe=before, on_step=after, stop=success_held, max_steps=env.core.episode_steps
+    )
+    return frames, episode.success, seen["instruction"]
 
 
 def record_demos(
@@ -133,7 +142,7 @@ def record_demos(
     with create_dataset(out, fps, feats, r.name, video, "record-demos", overwrite) as ds:
         for _ in progress_iter(episodes, "record-demos", progress):
             while True:
-                frames, ok, instruction = rollout(env, actor, seed + attempts, camera)
+                frames, ok, instruction = record_episode(env, actor, seed + attempts, camera)
                 attempts += 1
                 successes += ok
                 if ok or keep_failed or attempts >= 2 * episodes:

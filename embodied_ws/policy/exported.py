@@ -39,6 +39,10 @@ class ExportedPolicy:
         self.clip_obs = float(net["clip_obs"])
         self.activation = _ACT[net["activation"]]
 
+    def reset(self) -> None:
+        """Nothing to forget: the MLP is stateless (part of the :class:`~embodied_ws.policy.protocol.Policy`
+        protocol)."""
+
     @property
     def obs_size(self) -> int:
         """Expected observation length."""

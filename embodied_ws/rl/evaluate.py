@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 
 from embodied_ws.config.loader import load_config, load_dr
-from embodied_ws.core.atomic import write_json_atomic
 from embodied_ws.core.errors import UserError
-from embodied_ws.core.outputs import make_folder
-from embodied_ws.deploy.policy import ExportedPolicy
+from embodied_ws.policy.evaluation import write_eval
+from embodied_ws.policy.exported import ExportedPolicy
+from embodied_ws.policy.rollout import rollout
 
 
 def evaluate_run(
@@ -21,8 +21,7 @@ def evaluate_run(
 
     :param video: record the first episodes (up to 3) as ``eval/rollout.mp4``
     """
-    from rich.progress import track
-
+    from embodied_ws.core.progress import track
     from embodied_ws.sim.env import RobotEnv
 
     cfg_path = run_dir / "config.yaml"
@@ -38,20 +37,13 @@ def evaluate_run(
         )
     frames: list[np.ndarray] = []
     returns, successes, final_dist = [], [], []
-    iterator = track(range(episodes), description="eval") if progress else range(episodes)
-    for ep in iterator:
-        obs, _ = env.reset(seed=seed + ep)
-        total, done, info = 0.0, False, {}
-        while not done:
-            obs, r, term, trunc, info = env.step(policy.act(obs))
-            total += r
-            done = term or trunc
-            if video and ep < 3:
-                frames.append(env.render())
-        returns.append(total)
-        successes.append(bool(info.get("is_success", False)))
-        if "distance" in info.get("reward_terms", {}):
-            final_dist.append(-info["reward_terms"]["distance"] / max(cfg.task.distance_weight, 1e-9))
+    for ep in track(episodes, "eval", "episodes", enabled=progress):
+        episode = rollout(env, policy, seed + ep, render=video and ep < 3)
+        frames += episode.frames
+        returns.append(episode.total_return)
+        successes.append(episode.success)
+        if "distance" in episode.info.get("reward_terms", {}):
+            final_dist.append(-episode.info["reward_terms"]["distance"] / max(cfg.task.distance_weight, 1e-9))
     metrics = {
         "episodes": episodes,
         "success_rate": float(np.mean(successes)),
@@ -64,23 +56,3 @@ def evaluate_run(
     write_eval(run_dir, metrics, frames, env.metadata["render_fps"])
     env.close()
     return metrics
-
-
-def write_eval(run_dir: Path, metrics: dict[str, Any], frames: list[np.ndarray], fps: float) -> None:
-    """Write ``run_dir/eval/``: ``metrics.json`` and, when there are frames, ``rollout.mp4`` (named in ``metrics``).
-
-    :param run_dir: the run folder
-    :param metrics: the evaluation's metrics (gets ``video`` when there are frames)
-    :param frames: rgb frames of the recorded episodes (none: no video)
-    :param fps: the video's frame rate
-    """
-    out = run_dir / "eval"
-    make_folder(out, "eval")  # marked as ours: `eval` replaces it only with --overwrite
-    if frames:
-        import imageio.v3 as iio
-
-        tmp = out / ".rollout.mp4"
-        iio.imwrite(tmp, np.stack(frames), fps=fps, codec="libx264")
-        tmp.replace(out / "rollout.mp4")
-        metrics["video"] = str(out / "rollout.mp4")
-    write_json_atomic(out / "metrics.json", metrics)

@@ -67,7 +67,7 @@ def load_policy(run_dir: Path, env: Any) -> Any:
     :param env: the env the policy will drive (:class:`~embodied_ws.sim.env.RobotEnv` or a stand-in)
     """
     from embodied_ws.deploy.control import check_actuators, check_layout
-    from embodied_ws.deploy.policy import ExportedPolicy
+    from embodied_ws.policy.exported import ExportedPolicy
 
     policy = ExportedPolicy(run_dir / "policy")
     where = str(run_dir / "policy" / "policy.json")
@@ -80,23 +80,30 @@ def load_policy(run_dir: Path, env: Any) -> Any:
     return policy
 
 
-def rollout(env: Any, policy: Any, episodes: int, seed: int, name: str) -> Side:
-    """Run ``policy`` for ``episodes`` episodes (episode ``i`` seeded ``seed + i``) and record the joints."""
+def run_episodes(env: Any, policy: Any, episodes: int, seed: int, name: str) -> Side:
+    """Run ``policy`` for ``episodes`` episodes (episode ``i`` seeded ``seed + i``) and record the joints:
+    the pose before every step and after the last, the command after every step."""
+    from embodied_ws.policy.rollout import rollout
+
     side = Side(name)
     robot = env.core.robot
     for ep in range(episodes):
-        obs, _ = env.reset(seed=seed + ep)
-        qs, cs = [env.data.qpos[robot.qpos_idx].copy()], []
-        done, info = False, {}
-        while not done:
-            obs, _, term, trunc, info = env.step(policy.act(obs))
+        qs: list[np.ndarray] = []
+        cs: list[np.ndarray] = []
+
+        def before(env: Any, obs: Any, qs: list[np.ndarray] = qs) -> Any:
             qs.append(env.data.qpos[robot.qpos_idx].copy())
+            return obs
+
+        def after(_step: Any, cs: list[np.ndarray] = cs) -> None:
             cs.append(env.data.ctrl.copy())
-            done = term or trunc
+
+        episode = rollout(env, policy, seed + ep, observe=before, on_step=after)
+        qs.append(env.data.qpos[robot.qpos_idx].copy())
         side.q.append(np.array(qs))
         side.ctrl.append(np.array([*cs, cs[-1]]))
-        side.success.append(bool(info.get("is_success", False)))
-        dist = info.get("reward_terms", {}).get("distance")
+        side.success.append(episode.success)
+        dist = episode.info.get("reward_terms", {}).get("distance")
         if dist is not None:
             side.final_distance.append(-float(dist) / max(env.cfg.task.distance_weight, 1e-9))
     return side
@@ -109,7 +116,7 @@ def evaluate_on_plant(run_dir: Path, plant: Plant, episodes: int = 50, seed: int
     cfg = run_config(run_dir)
     env = StandInEnv(cfg, plant, seed=seed)
     policy = load_policy(run_dir, env)
-    side = rollout(env, policy, episodes, seed, "stand-in")
+    side = run_episodes(env, policy, episodes, seed, "stand-in")
     return {"run": str(run_dir), "plant": plant.source, **side.metrics()}
 
 
@@ -122,8 +129,8 @@ def gap_on_plant(run_dir: Path, plant: Plant, out: Path, episodes: int = 50, see
     sim_env = RobotEnv(cfg, DRSpec(enabled=False), seed=seed)
     real_env = StandInEnv(cfg, plant, seed=seed)
     policy = load_policy(run_dir, sim_env)
-    sim = rollout(sim_env, policy, episodes, seed, "sim (nominal)")
-    real = rollout(real_env, policy, episodes, seed, f"stand-in ({Path(plant.source).name})")
+    sim = run_episodes(sim_env, policy, episodes, seed, "sim (nominal)")
+    real = run_episodes(real_env, policy, episodes, seed, f"stand-in ({Path(plant.source).name})")
     names = list(sim_env.core.robot.joint_names)
     return write_report(out, sim, real, names, {"run": str(run_dir), "plant": plant.source, "mode": "closed loop"})
 

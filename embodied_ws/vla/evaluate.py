@@ -11,7 +11,7 @@ import numpy as np
 from embodied_ws.config.loader import load_config, load_dr
 from embodied_ws.core.errors import UserError
 from embodied_ws.data.dataset import IMAGE_PREFIX
-from embodied_ws.rl.evaluate import write_eval
+from embodied_ws.policy.evaluation import write_eval
 
 
 def policy_folder(run_dir: Path) -> Path:
@@ -29,9 +29,9 @@ def evaluate_vla(
 
     The camera image is rendered at the size the dataset recorded, the instruction comes from the task.
     """
-    from rich.progress import track
-
+    from embodied_ws.core.progress import track
     from embodied_ws.data.record import instruction_of
+    from embodied_ws.policy.rollout import Step, rollout
     from embodied_ws.sim.env import RobotEnv
     from embodied_ws.vla.runner import VLARunner
 
@@ -46,26 +46,29 @@ def evaluate_vla(
     core, robot = env.core, env.core.robot
     frames: list[np.ndarray] = []
     successes = []
-    iterator = track(range(episodes), description="eval") if progress else range(episodes)
-    for ep in iterator:
-        env.reset(seed=seed + ep)
-        runner.reset()
-        instruction = instruction_of(env)
-        info: dict[str, Any] = {}
-        for _ in range(core.episode_steps):
-            image = env.render()
-            obs = {
-                "state": env.data.qpos[robot.qpos_idx],
-                "images": {cam_key[len(IMAGE_PREFIX) :]: image},
-                "instruction": instruction,
-            }
-            command = runner.act(obs)
-            _, _, term, trunc, info = env.step((command - core.ctrl_mid) / core.ctrl_half)
-            if video and ep < 3:
-                frames.append(image)
-            if term or trunc:
-                break
-        successes.append(bool(info.get("is_success", False)))
+    camera = cam_key[len(IMAGE_PREFIX) :]
+
+    def observe(env: Any, _obs: Any) -> dict[str, Any]:
+        return {
+            "state": env.data.qpos[robot.qpos_idx],
+            "images": {camera: env.render()},
+            "instruction": instruction_of(env),
+        }
+
+    def to_env(command: np.ndarray) -> np.ndarray:
+        return (command - core.ctrl_mid) / core.ctrl_half
+
+    for ep in track(episodes, "eval", "episodes", enabled=progress):
+        filmed = video and ep < 3
+
+        def film(step: Step, filmed: bool = filmed) -> None:
+            if filmed:
+                frames.append(step.observation["images"][camera])  # what the policy saw
+
+        episode = rollout(
+            env, runner, seed + ep, observe=observe, to_env=to_env, on_step=film, max_steps=core.episode_steps
+        )
+        successes.append(episode.success)
     metrics: dict[str, Any] = {"episodes": episodes, "success_rate": float(np.mean(successes)) if successes else 0.0}
     write_eval(run_dir, metrics, frames, env.metadata["render_fps"])
     env.close()

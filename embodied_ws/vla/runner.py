@@ -38,7 +38,7 @@ def load_policy_folder(folder: Path, device: str) -> Any:
 
 
 class VLARunner:
-    """A fine-tuned LeRobot policy behind the :class:`~embodied_ws.deploy.policy.ExportedPolicy` interface.
+    """A fine-tuned LeRobot policy behind the :class:`~embodied_ws.policy.exported.ExportedPolicy` interface.
 
     :param folder: a finetune run's ``adapter/``, ``merged/`` or ``policy/`` folder (processors saved with it)
     :param device: torch device
