@@ -298,3 +298,16 @@ def test_robot_show_replaces_a_users_file_only_with_overwrite(tmp_path: Path, cl
     assert png.read_bytes().startswith(b"\x89PNG")
     again = cli("robot", "show", "arm3", "--out", str(tmp_path), "--json")  # the same picture again: no flag needed
     assert again.returncode == 0, again.stderr
+
+
+def test_eval_writes_its_folder_once_and_again_with_overwrite(tmp_path: Path, cli) -> None:
+    from deploy_helpers import untrained_run
+
+    run = untrained_run(tmp_path / "run")
+    first = cli("eval", str(run), "--episodes", "1", "--no-video", "--json")
+    assert first.returncode == 0, first.stderr
+    assert read_marker(run / "eval")["verb"] == "eval" and (run / "eval" / "metrics.json").is_file()
+    _one_line_error(cli("eval", str(run), "--episodes", "1", "--no-video"), str(run / "eval"), "--overwrite")
+    again = cli("eval", str(run), "--episodes", "2", "--no-video", "--overwrite", "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads((run / "eval" / "metrics.json").read_text())["episodes"] == 2
