@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 
 def untrained_run(run_dir: Path, *overrides: str) -> Path:
@@ -32,3 +34,182 @@ def untrained_run(run_dir: Path, *overrides: str) -> Path:
     save_run_config(run_dir, cfg)
     export_policy(run_dir / "policy", model, venv, env.core)
     return run_dir
+
+
+#: the command topic of the default controller
+COMMANDS = "/joint_group_position_controller/commands"
+
+
+class FaultProbe:
+    """The fault tests' own rclpy node: lifecycle client, e-stop and task publisher, simulator services, and
+    listeners on commands, joint states and /diagnostics that keep each message's *source timestamp* (the
+    publisher's clock: the same machine's for every node), so a command can be compared with the states
+    published before it, whatever order they reach this process in.
+
+    :param joints: the actuated joints in command order (``/joint_states`` is reordered to them)
+    """
+
+    def __init__(self, joints: list[str]) -> None:
+        import numpy as np
+        import rclpy
+        from diagnostic_msgs.msg import DiagnosticArray
+        from lifecycle_msgs.srv import ChangeState, GetState
+        from rcl_interfaces.srv import SetParameters
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+        from sensor_msgs.msg import JointState
+        from std_msgs.msg import Bool, Float64MultiArray
+        from std_srvs.srv import SetBool, Trigger
+
+        from embodied_ws.ros import qos
+
+        self.np = np
+        self.joints = joints
+        self.ctx = rclpy.Context()
+        rclpy.init(context=self.ctx)
+        self.node = n = rclpy.create_node("fault_probe", context=self.ctx)
+        deep = QoSProfile(depth=500, reliability=ReliabilityPolicy.RELIABLE)  # nothing dropped while we are busy
+        #: (source time s, arrival time s, command)
+        self.commands: list[tuple[float, float, Any]] = []
+        #: (source time s, arrival time s, positions in command order, stamp s, publisher's sequence number)
+        self.states: list[tuple[float, float, Any, float, int]] = []
+        #: (arrival time s, status values with ``level`` and ``message``)
+        self.diags: list[tuple[float, dict[str, Any]]] = []
+        self.goal: Any = None
+        n.create_subscription(Float64MultiArray, COMMANDS, self._on_cmd, deep)
+        n.create_subscription(JointState, "/joint_states", self._on_state, deep)
+        n.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 50)
+        n.create_subscription(Float64MultiArray, "/embodied/task", lambda m: setattr(self, "goal", m), qos.LATCHED)
+        self.estop_pub = n.create_publisher(Bool, "/embodied/estop", qos.LATCHED)
+        self.task_pub = n.create_publisher(Float64MultiArray, "/embodied/task", qos.LATCHED)
+        self.change = n.create_client(ChangeState, "/policy_node/change_state")
+        self.get = n.create_client(GetState, "/policy_node/get_state")
+        self.reset = n.create_client(Trigger, "/mujoco_sim_node/reset")
+        self.pause = n.create_client(SetBool, "/mujoco_sim_node/set_pause")
+        self.params = n.create_client(SetParameters, "/mujoco_sim_node/set_parameters")
+        self._msgs = {"ChangeState": ChangeState, "Trigger": Trigger, "SetBool": SetBool, "Bool": Bool,
+                      "Float64MultiArray": Float64MultiArray, "SetParameters": SetParameters}  # fmt: skip
+        self.ex = SingleThreadedExecutor(context=self.ctx)
+        self.ex.add_node(n)
+
+    # ------------------------------------------------------------------ listeners
+    def _on_cmd(self, msg: Any, info: dict[str, Any]) -> None:
+        self.commands.append((info["source_timestamp"] * 1e-9, time.monotonic(), self.np.array(msg.data)))
+
+    def _on_state(self, msg: Any, info: dict[str, Any]) -> None:
+        pos = dict(zip(msg.name, msg.position, strict=True))
+        q = self.np.array([pos[j] for j in self.joints])
+        stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        seq = int(info.get("publication_sequence_number") or 0)
+        self.states.append((info["source_timestamp"] * 1e-9, time.monotonic(), q, stamp, seq))
+
+    def _on_diag(self, msg: Any) -> None:
+        for s in msg.status:
+            if s.name.startswith("policy_node"):
+                d = {kv.key: kv.value for kv in s.values}
+                level = int.from_bytes(s.level, "little") if isinstance(s.level, bytes) else int(s.level)
+                d.update(level=level, message=s.message)
+                self.diags.append((time.monotonic(), d))
+
+    # ------------------------------------------------------------------ waiting and calling
+    def spin(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.ex.spin_once(timeout_sec=0.02)
+
+    def wait(self, pred: Any, timeout: float) -> bool:
+        end = time.monotonic() + timeout
+        while not pred():
+            if time.monotonic() > end:
+                return False
+            self.ex.spin_once(timeout_sec=0.02)
+        return True
+
+    def diag_since(self, t: float, pred: Any) -> dict[str, Any] | None:
+        """The first /diagnostics status that arrived after ``t`` and satisfies ``pred`` (None: none yet)."""
+        return next((d for ta, d in self.diags if ta > t and pred(d)), None)
+
+    def wait_diag(self, t: float, pred: Any, timeout: float) -> dict[str, Any]:
+        """Wait for :meth:`diag_since`; fails with the last statuses seen."""
+        ok = self.wait(lambda: self.diag_since(t, pred) is not None, timeout)
+        assert ok, [(d["mode"], d["message"]) for _, d in self.diags[-5:]]
+        return self.diag_since(t, pred)
+
+    def call(self, client: Any, request: Any, timeout: float = 30.0, resend: bool = True) -> Any:
+        """Call a service, re-sending every 5 s (idempotent services only: a reply sent before DDS matched
+        our response reader is lost)."""
+        assert client.wait_for_service(timeout_sec=timeout), client.srv_name
+        tries, wait_s = (max(1, int(timeout // 5)), 5.0) if resend else (1, timeout)
+        for _ in range(tries):
+            future = client.call_async(request)
+            if self.wait(future.done, wait_s):
+                return future.result()
+        raise AssertionError(f"{client.srv_name} did not answer")
+
+    def transition(self, label: str) -> bool:
+        from lifecycle_msgs.msg import Transition
+
+        ids = {"configure": Transition.TRANSITION_CONFIGURE, "activate": Transition.TRANSITION_ACTIVATE,
+               "deactivate": Transition.TRANSITION_DEACTIVATE}  # fmt: skip
+        req = self._msgs["ChangeState"].Request()
+        req.transition.id = ids[label]
+        return bool(self.call(self.change, req, resend=False).success)
+
+    def estop(self, on: bool) -> float:
+        """Publish the e-stop (latched); returns the publish time on the source clock (wall time)."""
+        self.estop_pub.publish(self._msgs["Bool"](data=on))
+        return time.time()
+
+    def publish_task(self, values: list[float]) -> None:
+        self.task_pub.publish(self._msgs["Float64MultiArray"](data=[float(v) for v in values]))
+
+    def reset_sim(self) -> None:
+        self.goal = None
+        assert self.call(self.reset, self._msgs["Trigger"].Request()).success
+        assert self.wait(lambda: self.goal is not None, 20)
+
+    def pause_sim(self, on: bool) -> None:
+        assert self.call(self.pause, self._msgs["SetBool"].Request(data=on)).success
+
+    def set_sim_parameter(self, name: str, value: float) -> None:
+        from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+
+        req = self._msgs["SetParameters"].Request()
+        req.parameters = [Parameter(name=name, value=ParameterValue(type=ParameterType.PARAMETER_DOUBLE,
+                                                                    double_value=float(value)))]  # fmt: skip
+        assert all(r.successful for r in self.call(self.params, req).results)
+
+    # ------------------------------------------------------------------ measurements
+    def command_offsets(self, since: float = 0.0) -> list[float]:
+        """For every command published after ``since`` (source time): its largest joint distance from the
+        measured pose the node had, taken as the closest of the states it may have had: those published in the
+        0.3 s before the command (one may still have been on its way), the last one published before them
+        (what the node holds on to when nothing newer came, as in a watchdog hold) and, when the next state
+        is the first this process got from a new publisher, that one (the node may have discovered the new
+        publisher before this process did and had its first states, at the same pose)."""
+        np = self.np
+        ts = np.array([s[0] for s in self.states])
+        qs = np.array([s[2] for s in self.states]) if self.states else np.zeros((0, len(self.joints)))
+        seqs = [s[4] for s in self.states]
+        first_of_new = {i for i in range(len(seqs)) if i == 0 or seqs[i] < seqs[i - 1]}
+        out = []
+        for tc, _, c in self.commands:
+            if tc < since:
+                continue
+            recent = (ts <= tc) & (ts >= tc - 0.3)
+            older = np.nonzero(ts < tc - 0.3)[0]
+            if older.size:
+                recent[older[-1]] = True
+            later = np.nonzero(ts > tc)[0]
+            if later.size and int(later[0]) in first_of_new:
+                recent[later[0]] = True
+            assert recent.any(), "a command with no state around it"
+            out.append(float(np.min(np.max(np.abs(qs[recent] - c), axis=1))))
+        return out
+
+    def close(self) -> None:
+        import rclpy
+
+        self.ex.shutdown()
+        self.node.destroy_node()
+        rclpy.try_shutdown(context=self.ctx)

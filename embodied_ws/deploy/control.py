@@ -31,9 +31,9 @@ from embodied_ws.config.schema import RunConfig
 from embodied_ws.core.errors import ConfigError, UserError
 from embodied_ws.deploy.artifact import DeployTarget
 from embodied_ws.deploy.limits import command_limits
-from embodied_ws.policy.exported import ExportedPolicy
 from embodied_ws.deploy.safety import SafetyEnvelope
 from embodied_ws.deploy.workspace import Workspace
+from embodied_ws.policy.exported import ExportedPolicy
 from embodied_ws.randomization.spec import DRSpec
 from embodied_ws.sim.core import EnvCore, build_robot
 from embodied_ws.sim.robot import load_robot

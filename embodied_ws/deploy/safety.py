@@ -148,6 +148,7 @@ class EnvelopeStatus:
     :param last_event: the most recent event name (empty when none)
     :param reason: why the loop holds (mode ``hold``) or why it last re-armed (a restarted state source)
     :param rearmed: the soft start under way follows a restarted state source (``reason`` says which)
+    :param restart_reason: why the state source was last taken to have started over
     """
 
     mode: str = "disarmed"
@@ -156,6 +157,7 @@ class EnvelopeStatus:
     last_event: str = ""
     reason: str = ""
     rearmed: bool = False
+    restart_reason: str = ""
 
 
 class SafetyEnvelope:
@@ -212,7 +214,7 @@ class SafetyEnvelope:
         self._stale = False
         if reason:
             self._event("state_restart")
-            self.status.reason, self.status.rearmed = reason, True
+            self.status.reason, self.status.rearmed, self.status.restart_reason = reason, True, reason
         if not self.estopped:
             self.status.mode = "disarmed"
 
@@ -334,6 +336,7 @@ class SafetyEnvelope:
             if st.mode != "hold" or st.reason != hold:
                 self._event("hold")
                 self._hold[:] = self.stream.measured if self.stream.has_measured else self._last
+                self._last[:] = self._hold  # commanding where the robot is never moves it
                 st.mode, st.reason, st.rearmed = "hold", hold, False
             target[:] = self._hold
         else:
@@ -357,15 +360,19 @@ class SafetyEnvelope:
                 else:
                     target[:] = command
                     st.mode, st.rearmed = "running", False
-        return self._bound(target)
+        lower, upper = lim.lower, lim.upper
+        if st.mode == "hold" and self.stream.has_measured:  # no goal, no motion: limits never pull a holding
+            lower = np.minimum(np.minimum(lower, self.stream.measured), self._hold)  # robot away from where it is
+            upper = np.maximum(np.maximum(upper, self.stream.measured), self._hold)
+        return self._bound(target, lower, upper)
 
-    def _bound(self, target: np.ndarray) -> np.ndarray:
+    def _bound(self, target: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
         """Position limits, max change per tick, then the measured envelope; ``target`` becomes the command."""
         lim, st = self.limits, self.status
-        clipped = bool((target < lim.lower).any() or (target > lim.upper).any())
+        clipped = bool((target < lower).any() or (target > upper).any())
         if clipped:
             st.events["position_limit"] += 1
-            np.clip(target, lim.lower, lim.upper, out=target)
+            np.clip(target, lower, upper, out=target)
         self._clipped[self._ticks % self._clipped.size] = clipped
         self._ticks += 1
         step = np.subtract(target, self._last, out=self._step)
@@ -380,11 +387,11 @@ class SafetyEnvelope:
                 st.events["track_limit"] += 1
                 np.clip(self._last, self._lo, self._hi, out=self._last)
             # rounding never leaves the limits, except where the robot itself is measured outside them
-            np.minimum(lim.lower, self._hi, out=self._round_lo)
-            np.maximum(lim.upper, self._lo, out=self._round_hi)
+            np.minimum(lower, self._hi, out=self._round_lo)
+            np.maximum(upper, self._lo, out=self._round_hi)
             np.clip(self._last, self._round_lo, self._round_hi, out=self._last)
         else:
-            np.clip(self._last, lim.lower, lim.upper, out=self._last)
+            np.clip(self._last, lower, upper, out=self._last)
         return self._last.copy()
 
     def _event(self, name: str) -> None:

@@ -253,8 +253,9 @@ class PolicyNode(LifecycleNode):
             else:
                 self.get_logger().info(f"dry run: command {cmd.round(4).tolist()}", throttle_duration_sec=1.0)
         self._log_changes()
-        events = sum(core.envelope.status.events.values())
-        if events != self._events_seen:  # watchdog, limit and e-stop events are reported at once
+        ev = core.envelope.status.events  # per-tick clipping is counted, and reported once it is most ticks
+        events = sum(v for k, v in ev.items() if k not in ("position_limit", "rate_limit", "track_limit"))
+        if events != self._events_seen:  # watchdog, restart, hold and e-stop events are reported at once
             self._events_seen = events
             self._report()
 
@@ -263,11 +264,11 @@ class PolicyNode(LifecycleNode):
         st = self.core.envelope.status
         now = (st.mode, st.reason, st.events["state_restart"])
         if now != self._said:
+            if now[2] > self._said[2]:  # the reason is the hold's when one began since: keep the restart's
+                self.get_logger().warn(f"the state source started over ({st.restart_reason}): "
+                                       "holding at the measured pose, then soft start")  # fmt: skip
             if st.mode == "hold" and (self._said[0] != "hold" or self._said[1] != st.reason):
                 self.get_logger().warn(f"holding at the measured pose: {st.reason}")
-            elif now[2] > self._said[2]:
-                self.get_logger().warn(f"the state source started over ({st.reason}): "
-                                       "holding at the measured pose, then soft start")  # fmt: skip
             self._said = now
         clip = clipping_line(self.core)
         if bool(clip) != self._clip_said:
@@ -359,6 +360,7 @@ def run_deploy(core: ControlCore, duration_s: float = 0.0) -> dict[str, Any]:
     node = PolicyNode(core)
     executor = SingleThreadedExecutor()
     executor.add_node(node)
+    active = False
     try:
         if node.trigger_configure() != OK:
             raise UserError("policy_node did not configure (see the log above)", "policy_node")
@@ -366,7 +368,8 @@ def run_deploy(core: ControlCore, duration_s: float = 0.0) -> dict[str, Any]:
             executor.spin_once(timeout_sec=0.05)
         if node.gate.state == "asserted":
             raise UserError("e-stop asserted: refusing to activate; release it (publish false) first", ESTOP)
-        if node.trigger_activate() != OK:
+        active = node.trigger_activate() == OK
+        if not active:
             raise UserError("policy_node did not activate (see the log above)", "policy_node")
         end = time.monotonic() + duration_s
         while duration_s <= 0 or time.monotonic() < end:
@@ -378,7 +381,7 @@ def run_deploy(core: ControlCore, duration_s: float = 0.0) -> dict[str, Any]:
             raise  # a shutdown racing the executor's wait is a normal stop; anything else is not
     finally:
         out = summary(node) if node.core is not None else {}
-        if node.core is not None:
+        if active and node.core is not None:
             node.trigger_deactivate()
         executor.shutdown()
         node.destroy_node()
