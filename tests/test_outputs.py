@@ -268,7 +268,9 @@ def test_record_to_an_unwritable_place_is_one_line(tmp_path: Path, cli) -> None:
     (tmp_path / "file").write_text("x")
     _one_line_error(cli("record", "--out", str(tmp_path / "file" / "bag"), "--duration", "1"), "not a folder")
     if Path("/sys").is_dir():  # a pseudo file system refuses folders even to root
-        _one_line_error(cli("record", "--out", "/sys/embodied_ws_bag", "--duration", "1"), "/sys", "cannot create")
+        _one_line_error(
+            cli("record", "--out", "/sys/embodied_ws_bag", "--duration", "1"), "/sys/embodied_ws_bag", "cannot"
+        )
         _one_line_error(cli("record-demos", "--out", "/sys/embodied_ws_demos"), "/sys/embodied_ws_demos")
 
 
@@ -311,3 +313,21 @@ def test_eval_writes_its_folder_once_and_again_with_overwrite(tmp_path: Path, cl
     again = cli("eval", str(run), "--episodes", "2", "--no-video", "--overwrite", "--json")
     assert again.returncode == 0, again.stderr
     assert json.loads((run / "eval" / "metrics.json").read_text())["episodes"] == 2
+
+
+@pytest.mark.ros
+def test_a_second_recorder_into_the_same_bag_gets_the_pid_of_the_first(tmp_path: Path, cli) -> None:
+    bag = tmp_path / "bag"
+    cmd = [sys.executable, "-m", "embodied_ws.cli", "record", "--out", str(bag), "--duration", "6"]
+    first = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (lock_path(bag).is_file() and f'"pid": {first.pid}' in lock_path(bag).read_text()):
+            assert first.poll() is None, first.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        _one_line_error(cli("record", "--out", str(bag), "--duration", "1"), str(bag), f"in use by PID {first.pid}")
+    finally:
+        _, err = first.communicate(timeout=60)
+    assert first.returncode == 2 and "nothing was published" in err  # and the first says why it wrote no bag
+    assert not bag.exists() and not lock_path(bag).exists()

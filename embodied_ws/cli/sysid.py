@@ -35,14 +35,15 @@ def _cmd_record(args: argparse.Namespace) -> int:
     topics = args.topics or [*DEFAULT_TOPICS, f"/{args.controller}/commands"]
     _duration(args.duration)
     out = Path(args.out)
-    if out.exists():
-        raise UserError("bag already exists (choose another --out)", str(out))
-    from embodied_ws.core.outputs import check_creatable
+    from embodied_ws.core.outputs import FolderLock, check_creatable
 
-    check_creatable(out)  # an unwritable place: one line before ROS starts
-    from embodied_ws.ros.recorder import record, topic_types
+    with FolderLock(out, "record"):  # a second recorder into this --out gets one line naming this PID
+        if out.exists():
+            raise UserError("bag already exists (choose another --out)", str(out))
+        check_creatable(out)  # an unwritable place: one line before ROS starts
+        from embodied_ws.ros.recorder import record, topic_types
 
-    result = record(out, topic_types(topics, args.controller), args.duration)
+        result = record(out, topic_types(topics, args.controller), args.duration)
     _print(args, result)
     return 0
 
@@ -56,15 +57,16 @@ def _robot(name: str) -> Any:
 def _cmd_collect(args: argparse.Namespace) -> int:
     _duration(args.duration)
     out = Path(args.out)
-    if out.exists():
-        raise UserError("bag already exists (choose another --out)", str(out))
-    from embodied_ws.core.outputs import check_creatable
+    from embodied_ws.core.outputs import FolderLock, check_creatable
 
-    check_creatable(out)
-    robot = _robot(args.robot)
-    from embodied_ws.ros.sysid_collect import collect
+    with FolderLock(out, "sysid collect"):
+        if out.exists():
+            raise UserError("bag already exists (choose another --out)", str(out))
+        check_creatable(out)
+        robot = _robot(args.robot)
+        from embodied_ws.ros.sysid_collect import collect
 
-    result = collect(robot, args.duration, out, args.controller, args.seed, args.max_step, args.wait)
+        result = collect(robot, args.duration, out, args.controller, args.seed, args.max_step, args.wait)
     _print(args, result)
     return 0
 

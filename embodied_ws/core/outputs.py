@@ -91,6 +91,9 @@ class FolderLock:
         if self.path in _HELD:
             raise UserError(f"already being written by this process (embodied-ws {self.verb})", str(self.folder))
         missing = [p for p in (self.path.parent, *self.path.parent.parents) if not p.exists()]
+        anc = missing[-1].parent if missing else self.path.parent
+        if not anc.is_dir():
+            raise UserError(f"cannot create it: {anc} is not a folder", str(self.folder))
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
