@@ -2,9 +2,12 @@
 with checkpoints (``--resume``) → adapter (and merged policy) → evaluation in sim.
 
 Run folder ``runs/<name>/``: ``config.yaml``, ``base/`` (the policy LoRA was applied to, when it had no
-checkpoint of its own), ``checkpoints/step_N/`` (trainable weights, optimizer, RNG, step; atomic),
+checkpoint of its own), ``checkpoints/step_N/`` (trainable weights, optimizer, RNG states, step, data order; atomic:
+:mod:`resume`),
 ``checkpoints/latest``, ``adapter/`` (PEFT adapter + LeRobot processors), ``merged/`` (adapter merged into
-the base, a plain LeRobot policy), ``metrics.jsonl`` (loss per step), ``eval/`` (success rate, mp4).
+the base, a plain LeRobot policy), ``metrics.jsonl`` (loss per step, flushed each step), ``eval/`` (success
+rate, mp4). A resumed run gives the losses of an uninterrupted one; a non-finite loss stops the run (exit 2)
+before anything is exported.
 """
 
 from __future__ import annotations
@@ -20,53 +23,15 @@ from embodied_ws.config.loader import to_dict
 from embodied_ws.config.schema import RunConfig
 from embodied_ws.core.atomic import write_bytes_atomic, write_dir_atomic, write_json_atomic
 from embodied_ws.core.errors import UserError
-from embodied_ws.data.dataset import IMAGE_PREFIX, open_dataset
+from embodied_ws.data.dataset import IMAGE_PREFIX
+from embodied_ws.vla.datafiles import open_local
+from embodied_ws.vla.resume import EpochBatches, keep_metrics_until, load_checkpoint, save_checkpoint
 
 
 def image_tokens(cfg: RunConfig, n_cams: int) -> int:
     """Sequence length the backbone sees per sample (for the memory estimate)."""
     h, w = cfg.vla.image_size
     return n_cams * max(h * w // (16 * 16 * 4), 1) + 48 + cfg.vla.chunk_size + 1
-
-
-def _batches(loader: Any) -> Any:
-    while True:
-        yield from loader
-
-
-def _save_checkpoint(ckpt_root: Path, step: int, model: Any, optim: Any) -> Path:
-    import torch
-    from safetensors.torch import save_file
-
-    trainable = {n: p.detach().cpu().contiguous() for n, p in model.named_parameters() if p.requires_grad}
-
-    def fill(tmp: Path) -> None:
-        save_file(trainable, str(tmp / "trainable.safetensors"))
-        torch.save({"optimizer": optim.state_dict(), "rng": torch.get_rng_state()}, tmp / "optimizer.pt")
-        (tmp / "state.json").write_text(json.dumps({"step": step}))
-
-    path = ckpt_root / f"step_{step}"
-    write_dir_atomic(path, fill)
-    write_bytes_atomic(ckpt_root / "latest", path.name.encode())
-    return path
-
-
-def _load_checkpoint(ckpt_root: Path, model: Any, optim: Any) -> int:
-    import torch
-    from safetensors.torch import load_file
-
-    latest = ckpt_root / "latest"
-    if not latest.is_file():
-        raise UserError("no checkpoint to resume from", str(ckpt_root))
-    path = ckpt_root / latest.read_text().strip()
-    missing = set(load_file(str(path / "trainable.safetensors"))) - {n for n, _ in model.named_parameters()}
-    if missing:
-        raise UserError(f"checkpoint does not match the model ({sorted(missing)[0]})", str(path))
-    model.load_state_dict(load_file(str(path / "trainable.safetensors")), strict=False)
-    state = torch.load(path / "optimizer.pt", weights_only=False)
-    optim.load_state_dict(state["optimizer"])
-    torch.set_rng_state(state["rng"])
-    return int(json.loads((path / "state.json").read_text())["step"])
 
 
 def prepare(dataset: Path, cfg: RunConfig, run_dir: Path, device: str) -> dict[str, Any]:
@@ -76,43 +41,87 @@ def prepare(dataset: Path, cfg: RunConfig, run_dir: Path, device: str) -> dict[s
 
     from embodied_ws.vla.policies import build_policy, wrap_lora
 
-    meta_ds = open_dataset(dataset)
+    meta_ds = open_local(dataset)
     policy, pre, post = build_policy(cfg.vla, meta_ds.meta, device, base_dir=run_dir / "base")
     if cfg.vla.load_in_4bit:
         from embodied_ws.vla.quantize import quantize_backbone
 
         quantize_backbone(policy, device)  # after the full-precision base is saved, before LoRA
     delta = resolve_delta_timestamps(policy.config, meta_ds.meta)
-    ds = open_dataset(dataset, delta_timestamps=delta)
+    ds = open_local(dataset, delta_timestamps=delta)
     model = wrap_lora(policy, cfg.vla) if cfg.vla.lora else policy
+    sampler = EpochBatches(len(ds), cfg.vla.batch_size, len(ds) >= cfg.vla.batch_size, cfg.vla.seed)
     loader = torch.utils.data.DataLoader(
         ds,
-        batch_size=cfg.vla.batch_size,
-        shuffle=True,
+        batch_sampler=sampler,
         num_workers=cfg.vla.num_workers,
-        drop_last=len(ds) >= cfg.vla.batch_size,
-        generator=torch.Generator().manual_seed(cfg.vla.seed),
+        generator=torch.Generator().manual_seed(cfg.vla.seed),  # worker seeds; the global RNG is left alone
     )
     cams = [k for k in meta_ds.meta.features if k.startswith(IMAGE_PREFIX)]
-    return {"model": model, "policy": policy, "pre": pre, "post": post, "loader": loader, "ds": ds, "n_cams": len(cams)}
+    return {
+        "model": model,
+        "policy": policy,
+        "pre": pre,
+        "post": post,
+        "loader": loader,
+        "sampler": sampler,
+        "ds": ds,
+        "n_cams": len(cams),
+    }
+
+
+def describe_batch(batch: dict[str, Any]) -> str:
+    """The samples of a batch as ``episode:frame``, those holding a non-finite value first (and named so)."""
+    import torch
+
+    ep, fr = batch.get("episode_index"), batch.get("frame_index")
+    if ep is None or fr is None:
+        return "episode/frame not in the batch"
+    pairs = [f"{int(e)}:{int(f)}" for e, f in zip(ep.reshape(-1).tolist(), fr.reshape(-1).tolist(), strict=True)]
+    bad: dict[int, list[str]] = {}
+    for key, v in batch.items():
+        if isinstance(v, torch.Tensor) and v.is_floating_point() and v.ndim and v.shape[0] == len(pairs):
+            rows = (~torch.isfinite(v.reshape(v.shape[0], -1))).any(dim=1)
+            for i in torch.nonzero(rows).flatten().tolist():
+                bad.setdefault(i, []).append(key)
+    if bad:
+        named = [f"{pairs[i]} ({', '.join(keys)})" for i, keys in sorted(bad.items())]
+        return f"non-finite values in episode:frame {', '.join(named[:8])}" + (
+            f" and {len(named) - 8} more" if len(named) > 8 else ""
+        )
+    more = f" and {len(pairs) - 16} more" if len(pairs) > 16 else ""
+    return f"batch episode:frame {' '.join(pairs[:16])}{more}"
+
+
+class NonFiniteLoss(UserError):
+    """Training produced a NaN or infinite loss (or gradient): the run stops, nothing is exported."""
 
 
 def train_steps(
     model: Any, pre: Any, loader: Any, optim: Any, steps: int, start: int = 0, on_step: Any = None
 ) -> list[float]:
-    """Run optimizer steps ``start..steps-1``; returns the losses. ``on_step(step, loss)`` after each."""
+    """Run optimizer steps ``start..steps-1``; returns the losses. ``on_step(step, loss)`` after each.
+
+    The loader's batch sampler must start at batch ``start`` (one batch per step).
+
+    :raises NonFiniteLoss: the loss or the gradient norm of a step is NaN or infinite (no update made)
+    """
     import torch
 
     model.train()
     losses = []
     params = [p for p in model.parameters() if p.requires_grad]
-    batches = _batches(loader)
+    batches = iter(loader)
     for step in range(start, steps):
-        batch = pre(next(batches))
-        loss, _ = model.forward(batch)
+        raw = next(batches)
+        loss, _ = model.forward(pre(raw))
+        if not torch.isfinite(loss.detach()).all():
+            raise NonFiniteLoss(f"loss is {float(loss.detach())} at step {step + 1}; {describe_batch(raw)}")
         optim.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 10.0)
+        norm = torch.nn.utils.clip_grad_norm_(params, 10.0)
+        if not torch.isfinite(norm):
+            raise NonFiniteLoss(f"gradient norm is {float(norm)} at step {step + 1}; {describe_batch(raw)}")
         optim.step()
         losses.append(float(loss.detach()))
         if on_step is not None:
@@ -156,23 +165,31 @@ def finetune(
     refuse_if_too_big(est, cfg.vla.memory_margin, cfg.vla.lora)
     trainable, total = trainable_share(model)
     optim = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.vla.learning_rate)
-    ckpts = run_dir / "checkpoints"
-    start = _load_checkpoint(ckpts, model, optim) if resume else 0
-    metrics = (run_dir / "metrics.jsonl").open("a")
+    ckpts, sampler = run_dir / "checkpoints", parts["sampler"]
+    start = load_checkpoint(ckpts, model, optim, sampler) if resume else 0
+    keep_metrics_until(run_dir / "metrics.jsonl", start)  # steps after the checkpoint are trained again
     t0 = time.perf_counter()
-    with Progress(disable=not progress) as bar:
+    with Progress(disable=not progress) as bar, (run_dir / "metrics.jsonl").open("a") as metrics:
         task = bar.add_task("finetune", total=cfg.vla.steps, completed=start)
 
         def on_step(step: int, loss: float) -> None:
             metrics.write(json.dumps({"step": step, "loss": loss}) + "\n")
+            metrics.flush()  # a run killed after step N leaves N lines
             bar.update(task, completed=step, description=f"finetune loss {loss:.3f}")
             if cfg.vla.checkpoint_every and step % cfg.vla.checkpoint_every == 0 and step < cfg.vla.steps:
-                _save_checkpoint(ckpts, step, model, optim)
+                save_checkpoint(ckpts, step, model, optim, sampler)
 
-        losses = train_steps(model, pre, parts["loader"], optim, cfg.vla.steps, start, on_step)
-    metrics.close()
+        try:
+            losses = train_steps(model, pre, parts["loader"], optim, cfg.vla.steps, start, on_step)
+        except NonFiniteLoss as exc:
+            done = (ckpts / "latest").read_text().strip() if (ckpts / "latest").is_file() else "none"
+            raise NonFiniteLoss(
+                f"{exc.what}; stopped, nothing exported (last checkpoint: {done}); fix: `embodied-ws vla check` "
+                "the dataset, or lower vla.learning_rate",
+                str(dataset),
+            ) from None
     elapsed = time.perf_counter() - t0
-    _save_checkpoint(ckpts, cfg.vla.steps, model, optim)
+    save_checkpoint(ckpts, cfg.vla.steps, model, optim, sampler)
     export(model, parts, run_dir, cfg, dataset)
     summary: dict[str, Any] = {
         "name": name,
