@@ -9,9 +9,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import ROOT
 
-from embodied_ws.data.bag import BagWriter, bag_info, read_float_arrays, read_joint_states, typestore
+from embodied_ws.core.errors import UserError
+from embodied_ws.data.bag import BagWriter, bag_info, typestore
+from embodied_ws.data.rosbag_io import read_float_arrays, read_joint_states
 
 JS = "sensor_msgs/msg/JointState"
 FA = "std_msgs/msg/Float64MultiArray"
@@ -62,6 +65,55 @@ def test_written_bag_reads_back_with_rosbags(tmp_path: Path) -> None:
     info = bag_info(bag)
     assert info.custom_data == {"embodied_ws.robot": "two"}
     assert abs(info.duration_s - 49 * 0.04) < 1e-6
+
+
+def test_one_reader_for_conversion_and_sysid(tmp_path: Path) -> None:
+    """The conversion's read_topics and sysid's read_joint_states/read_float_arrays are one decoding: joints in
+    the first message's order (a reordered message is put back in it, another publisher's joint set skipped,
+    a field not sent is NaN), commands of another width dropped from the array view, a missing topic empty."""
+    from embodied_ws.data.rosbag_io import read_topics
+
+    store = typestore()
+    ts = store.types
+    bag = tmp_path / "mixed"
+
+    def js(t_ns: int, names: list[str], pos: list[float], vel: list[float]) -> object:
+        stamp = ts["builtin_interfaces/msg/Time"](sec=t_ns // 10**9, nanosec=t_ns % 10**9)
+        return ts[JS](
+            header=ts["std_msgs/msg/Header"](stamp=stamp, frame_id=""),
+            name=names,
+            position=np.asarray(pos, dtype=np.float64),
+            velocity=np.asarray(vel, dtype=np.float64),
+            effort=np.zeros(0),
+        )
+
+    with BagWriter(bag, {"/joint_states": JS, "/c/commands": FA}) as w:
+        t0 = 5 * 10**9
+        w.write_message("/joint_states", t0, js(t0, ["a", "b"], [1.0, 2.0], [0.1, 0.2]))
+        w.write_message("/joint_states", t0 + 10, js(t0 + 10, ["b", "a", "g"], [20.0, 10.0, 9.0], []))
+        w.write_message("/joint_states", t0 + 20, js(t0 + 20, ["gripper"], [0.5], [0.0]))  # another publisher
+        w.write_message("/c/commands", t0 + 5, float_array(store, [1.0, 2.0], 7))
+        w.write_message("/c/commands", t0 + 15, float_array(store, [1.0, 2.0, 3.0], 8))  # another width
+        w.write_message("/c/commands", t0 + 25, float_array(store, [3.0, 4.0], 9))
+    states = read_joint_states(bag)
+    assert states.names == ["a", "b"]
+    np.testing.assert_array_equal(states.position, [[1.0, 2.0], [10.0, 20.0]])
+    np.testing.assert_array_equal(states.velocity[0], [0.1, 0.2])
+    assert np.isnan(states.velocity[1]).all() and np.isnan(states.effort).all()
+    np.testing.assert_allclose(states.log_t, [5.0, 5.0 + 1e-8])
+    np.testing.assert_allclose(states.stamp, states.log_t)
+    cmd = read_float_arrays(bag, "/c/commands")
+    np.testing.assert_array_equal(cmd.data, [[1.0, 2.0], [3.0, 4.0]])
+    assert cmd.offset.tolist() == [7, 9]
+    data = read_topics(bag, ["/joint_states", "/c/commands"])
+    td = data["/joint_states"]
+    assert td.names == states.names and td.clock == "header.stamp"
+    np.testing.assert_array_equal(np.stack(td.values), states.position)
+    assert td.stamps == [t0, t0 + 10] and len(data["/c/commands"].values) == 3
+    empty = read_float_arrays(bag, "/embodied/task")
+    assert empty.data.shape == (0, 0) and empty.log_t.size == 0
+    with pytest.raises(UserError, match="no /other/joint_states messages in the bag"):
+        read_joint_states(bag, "/other/joint_states")
 
 
 WRITER = """

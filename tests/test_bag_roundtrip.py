@@ -185,7 +185,7 @@ def test_bag_recorded_from_the_sim_at_its_control_rate(cli, tmp_path: Path) -> N
     from ros_helpers import start_node, stop
     from test_sysid_ros import _cli
 
-    from embodied_ws.data.bag import read_float_arrays, read_joint_states
+    from embodied_ws.data.rosbag_io import read_float_arrays, read_joint_states
 
     bag = tmp_path / "bag"
     sim = start_node("mujoco_sim_node", "mode:=realtime", "publish_camera:=true", "env.image_size:=[24, 32]")

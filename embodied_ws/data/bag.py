@@ -12,9 +12,9 @@ of everything up to its last flush, plus a ``metadata.yaml`` (rewritten atomical
 naming its topics; readers scan such a file instead of using its index. :meth:`BagWriter.close`
 writes the regular summary and index.
 
-Reading: :func:`bag_info`, :func:`read_messages` (deserialized ``rosbags`` message objects),
-:func:`read_raw`, and array helpers for the contract topics: :func:`read_joint_states`,
-:func:`read_float_arrays`.
+Reading: :func:`bag_info`, :func:`read_raw` (CDR bytes) and :func:`read_messages` (deserialized
+``rosbags`` message objects); decoding the contract topics into arrays is
+:mod:`embodied_ws.data.rosbag_io`'s (the one reader: conversion, sysid and the gap report use it).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import yaml
 
 from embodied_ws.core.atomic import write_bytes_atomic
@@ -327,86 +326,6 @@ def read_messages(path: str | Path, topics: list[str] | None = None) -> Iterator
     store = typestore()
     for topic, msgtype, t, raw in read_raw(path, topics):
         yield topic, t, store.deserialize_cdr(raw, msgtype)
-
-
-@dataclass
-class JointStates:
-    """A /joint_states series as arrays (``n`` messages, ``j`` joints).
-
-    :param log_t: receive times (s, bag clock)
-    :param stamp: header stamps (s, the robot's sample times)
-    :param names: joint names (of the first message; later messages are reordered to match)
-    :param position: ``(n, j)``
-    :param velocity: ``(n, j)`` (NaN where not sent)
-    :param effort: ``(n, j)`` (NaN where not sent)
-    """
-
-    log_t: np.ndarray
-    stamp: np.ndarray
-    names: list[str]
-    position: np.ndarray
-    velocity: np.ndarray
-    effort: np.ndarray
-
-
-def _column(values: Any, n_names: int, order: list[int] | None, width: int) -> np.ndarray:
-    """One JointState array in our joint order (NaN when the message did not fill it)."""
-    a = np.asarray(values, dtype=np.float64)
-    if a.size != n_names:
-        return np.full(width, np.nan)
-    return a[order] if order else a
-
-
-def read_joint_states(path: str | Path, topic: str = "/joint_states") -> JointStates:
-    """All messages of a JointState topic as arrays; a bag without it is a one-line error."""
-    log_t, stamp, pos, vel, eff = [], [], [], [], []
-    names: list[str] | None = None
-    for _, t, msg in read_messages(path, [topic]):
-        msg_names = list(msg.name)
-        if names is None:
-            names = msg_names
-        order = None
-        if msg_names != names:
-            if not set(names) <= set(msg_names):
-                continue  # a message of another joint set (a second publisher): not this series
-            order = [msg_names.index(n) for n in names]
-        log_t.append(t / 1e9)
-        stamp.append(msg.header.stamp.sec + msg.header.stamp.nanosec / 1e9)
-        pos.append(_column(msg.position, len(msg_names), order, len(names)))
-        vel.append(_column(msg.velocity, len(msg_names), order, len(names)))
-        eff.append(_column(msg.effort, len(msg_names), order, len(names)))
-    if names is None:
-        raise UserError(f"no {topic} messages in the bag", str(path))
-    return JointStates(np.array(log_t), np.array(stamp), names, np.array(pos), np.array(vel), np.array(eff))
-
-
-@dataclass
-class FloatArrays:
-    """A Float64MultiArray series (commands, task) as arrays.
-
-    :param log_t: receive times (s, bag clock)
-    :param data: ``(n, k)`` values (messages of another length are dropped)
-    :param offset: ``layout.data_offset`` of each message (sequence number or episode id)
-    """
-
-    log_t: np.ndarray
-    data: np.ndarray
-    offset: np.ndarray
-
-
-def read_float_arrays(path: str | Path, topic: str) -> FloatArrays:
-    """All messages of a Float64MultiArray topic as arrays (empty arrays when there are none)."""
-    log_t, data, offset = [], [], []
-    width = None
-    for _, t, msg in read_messages(path, [topic]):
-        values = np.asarray(msg.data, dtype=np.float64)
-        width = values.size if width is None else width
-        if values.size != width:
-            continue
-        log_t.append(t / 1e9)
-        data.append(values)
-        offset.append(int(msg.layout.data_offset))
-    return FloatArrays(np.array(log_t), np.array(data).reshape(len(data), width or 0), np.array(offset))
 
 
 def command_topic(info: BagInfo) -> str:

@@ -137,7 +137,7 @@ def gap_on_plant(run_dir: Path, plant: Plant, out: Path, episodes: int = 50, see
 
 def gap_on_bag(run_dir: Path, bag: Path, out: Path, sim_plant: Plant | None = None) -> dict[str, Any]:
     """A recorded deployment vs its commands replayed open loop in the simulator; writes the report."""
-    from embodied_ws.data.bag import read_float_arrays
+    from embodied_ws.data.rosbag_io import read_float_arrays
     from embodied_ws.sim.core import build_robot
     from embodied_ws.sim.robot_defaults import position_servos
     from embodied_ws.sim.tasks import TASKS

@@ -21,7 +21,8 @@ import mujoco
 import numpy as np
 
 from embodied_ws.core.errors import UserError
-from embodied_ws.data.bag import bag_info, command_topic, read_float_arrays, read_joint_states
+from embodied_ws.data.bag import bag_info, command_topic
+from embodied_ws.data.rosbag_io import read_float_arrays, read_joint_states
 from embodied_ws.sim.robot import Robot
 
 
