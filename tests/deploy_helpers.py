@@ -108,7 +108,8 @@ class FaultProbe:
             if s.name.startswith("policy_node"):
                 d = {kv.key: kv.value for kv in s.values}
                 level = int.from_bytes(s.level, "little") if isinstance(s.level, bytes) else int(s.level)
-                d.update(level=level, message=s.message)
+                stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9  # the node's (wall) clock
+                d.update(level=level, message=s.message, stamp=stamp)
                 self.diags.append((time.monotonic(), d))
 
     # ------------------------------------------------------------------ waiting and calling
@@ -180,13 +181,17 @@ class FaultProbe:
         assert all(r.successful for r in self.call(self.params, req).results)
 
     # ------------------------------------------------------------------ measurements
-    def command_offsets(self, since: float = 0.0) -> list[float]:
+    def command_offsets(self, since: float = 0.0, known: tuple = ()) -> list[float]:
         """For every command published after ``since`` (source time): its largest joint distance from the
         measured pose the node had, taken as the closest of the states it may have had: those published in the
         0.3 s before the command (one may still have been on its way), the last one published before them
         (what the node holds on to when nothing newer came, as in a watchdog hold) and, when the next state
         is the first this process got from a new publisher, that one (the node may have discovered the new
-        publisher before this process did and had its first states, at the same pose)."""
+        publisher before this process did and had its first states, at the same pose).
+
+        :param known: ``(from, to, pose)``: the node is known (from its /diagnostics) to have had ``pose`` as its
+            measured pose between these source times (it had not yet received a new publisher's states)
+        """
         np = self.np
         ts = np.array([s[0] for s in self.states])
         qs = np.array([s[2] for s in self.states]) if self.states else np.zeros((0, len(self.joints)))
@@ -204,7 +209,8 @@ class FaultProbe:
             if later.size and int(later[0]) in first_of_new:
                 recent[later[0]] = True
             assert recent.any(), "a command with no state around it"
-            out.append(float(np.min(np.max(np.abs(qs[recent] - c), axis=1))))
+            cands = [qs[recent]] + [pose[None] for t0, t1, pose in known if t0 <= tc <= t1]
+            out.append(float(np.min(np.max(np.abs(np.concatenate(cands) - c), axis=1))))
         return out
 
     def close(self) -> None:

@@ -54,8 +54,8 @@ def _restarts(d: dict) -> int:
     return int(d.get("events.state_restart", 0))
 
 
-def _check_offsets(probe: FaultProbe, what: str) -> float:
-    offsets = probe.command_offsets()
+def _check_offsets(probe: FaultProbe, what: str, known: tuple = ()) -> float:
+    offsets = probe.command_offsets(known=known)
     assert offsets, f"{what}: no commands"
     worst = max(offsets)
     print(f"{what}: {len(offsets)} commands, largest distance from the measured pose {worst:.4f} rad")
@@ -85,11 +85,14 @@ def test_a_state_source_that_starts_over_is_held_at_the_measured_pose_then_soft_
         probe.wait_diag(t_kill, lambda d: d["mode"] == "state_timeout", 10)
         before = _restarts(probe.diags[-1][1])
         n_states = len(probe.states)
+        old_ts, _, old_pose, _, _ = probe.states[-1]  # the node holds here until it has the new simulator's states
         sim2 = start_node("mujoco_sim_node", "mode:=realtime", "seed:=21", "stamp_offset_s:=100.0")
         assert probe.wait(lambda: len(probe.states) > n_states, START)
         t_fresh = probe.states[n_states][0]
         d = probe.wait_diag(t_kill, lambda d: _restarts(d) > before, 10)
-        print(f"restart 1 (kill -9 + new simulator): {d['reason']}")
+        print(f"restart 1 (kill -9 + new simulator): {d['restart_reason']}")
+        known = ((old_ts, d["stamp"], old_pose),)  # until its report of the restart
+        assert any(w in d["restart_reason"] for w in ("sequence number went back", "came back", "new publisher")), d
         assert probe.wait(lambda: probe.commands[-1][0] > t_fresh, 10)
         took = _first_command_after(probe, t_fresh) - t_fresh
         print(f"  first command {took:.3f} s after the first fresh state")
@@ -106,6 +109,7 @@ def test_a_state_source_that_starts_over_is_held_at_the_measured_pose_then_soft_
         t_fresh = next(s[0] for s in probe.states[n_states:] if s[3] < 100.5)  # the reset's first state
         d = probe.wait_diag(t, lambda d: d["mode"] == "soft_start", 10)
         print(f"restart 2 (reset, same episode id): soft start '{d['message']}'")
+        assert d["level"] == 1 and "stamp went back" in d["restart_reason"], d
         took = _first_command_after(probe, t_fresh) - t_fresh
         print(f"  first command {took:.3f} s after the first fresh state")
         assert took < 2.0
@@ -125,7 +129,7 @@ def test_a_state_source_that_starts_over_is_held_at_the_measured_pose_then_soft_
         print(f"  first command {took:.3f} s after the first fresh state")
         assert took < 2.0
         probe.wait_diag(t, lambda d: d["mode"] == "running" and d["level"] == 0, 10)
-        _check_offsets(probe, "state source restarts")
+        _check_offsets(probe, "state source restarts", known)
     finally:
         out = stop(node)
         stop(sim)

@@ -303,6 +303,7 @@ class PolicyNode(LifecycleNode):
             "commands": core.published,
             "last_event": st.last_event,
             "reason": st.reason,
+            "restart_reason": st.restart_reason,
             "estop": self.gate.state,
             "clipped_in_window": f"{clipped}/{window}",
             **{f"events.{k}": v for k, v in sorted(st.events.items())},
