@@ -56,8 +56,12 @@ def test_fitted_curves_are_monotone_and_capped() -> None:
         ys = [cal.apply(x, key, 0) for x in xs]
         assert all(b >= a for a, b in itertools.pairwise(ys)) and max(ys) <= 0.97
     assert cal.apply(0.05, "similarity", 0) < cal.apply(0.95, "similarity", 0)
-    one_class = fit([("template", 0.9, True)] * 4)
-    assert one_class.apply(0.9, "template", 0) == round(5 / 6, 4)  # Laplace: (4 + 1) / (4 + 2)
+    one_class = fit([("similarity", 0.6, True)] * 4)
+    assert one_class.apply(0.6, "similarity", 0) == round(5 / 6, 4)  # Laplace: (4 + 1) / (4 + 2)
+    assert one_class.apply(0.3, "similarity", 0) == round(5 / 6 / 2, 4)  # below the data: scaled down
+    # a rule's raw score is its author's probability: with few logs the curve stays near it
+    few = fit([("rule", 0.9, True)] * 3)
+    assert abs(few.apply(0.5, "rule", 0) - 0.5) < 0.15 and few.apply(0.9, "rule", 0) > few.apply(0.5, "rule", 0)
     assert Calibration.from_json(json.loads(json.dumps(cal.to_json()))) == cal
     assert IDENTITY.apply(0.42, "rule", 0) == 0.42
 

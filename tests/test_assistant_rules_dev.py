@@ -60,7 +60,6 @@ def test_build_log_is_counter_evidence_for_the_driver_message() -> None:
     runtime, build = Triage(), Triage()
     runtime.feed_text('  File "train.py", line 3, in <module>\n' + message)
     build.feed_text("--- stderr: my_cuda_pkg\n" + message + "CMake Error at CMakeLists.txt:12 (message):\n")
-    conf = {
-        t: next(f.confidence for f in t.findings(0) if f.rule.id == "cuda.driver-too-old") for t in (runtime, build)
-    }
-    assert conf[build] < conf[runtime] - 0.2
+    found = {t: next(f for f in t.findings(0) if f.rule.id == "cuda.driver-too-old") for t in (runtime, build)}
+    assert found[build].raw < found[runtime].raw - 0.2  # the rule's score
+    assert found[build].confidence < found[runtime].confidence  # and the calibrated one follows it down

@@ -22,9 +22,11 @@ from importlib import resources
 from typing import Any
 
 CALIBRATION_FILE = "calibration.json"
-DEFAULT_THRESHOLD = 0.8
+DEFAULT_THRESHOLD = 0.9
 ISOTONIC_MIN = 60
 FLOOR, CAP = 0.02, 0.97
+RAW_IS_PROBABILITY = ("rule", "template")  # stages whose raw score is an author's probability (the prior)
+PRIOR_WEIGHT = 0.5
 
 
 @dataclass(frozen=True)
@@ -38,8 +40,8 @@ class Curve:
         """The probability at ``raw`` (clipped to the end points)."""
         if not self.x:
             return raw
-        if raw <= self.x[0]:
-            return self.y[0]
+        if raw < self.x[0]:  # below every fitted score: no evidence there, so scale down rather than clip
+            return self.y[0] * max(raw, 0.0) / self.x[0]
         if raw >= self.x[-1]:
             return self.y[-1]
         i = bisect_right(self.x, raw)
@@ -81,29 +83,41 @@ class Calibration:
 IDENTITY = Calibration()
 
 
-def fit_curve(raw: list[float], correct: list[bool]) -> Curve:
+def fit_curve(raw: list[float], correct: list[bool], prior: float = 0.0) -> Curve:
     """Map raw scores to the chance of being right, as breakpoints.
 
-    Many pairs (``ISOTONIC_MIN``) with both outcomes: isotonic regression. Fewer: Platt scaling (a
-    regularised logistic regression on the raw score: two parameters, so a dozen pairs do not overfit).
-    One outcome only: the Laplace-smoothed rate ``(right + 1) / (n + 2)``. Probabilities are kept within
-    ``[FLOOR, CAP]``: a few hundred logs cannot justify certainty.
+    ``prior`` > 0 adds pseudo-observations saying "the raw score is already a probability" (the rules'
+    and templates' configured confidences are), ``prior`` of weight at each of 19 scores 0.05..0.95: where
+    the logs say little (a score lowered by counter-evidence) the curve stays near the author's number,
+    where they say much they decide. Many pairs (``ISOTONIC_MIN``): isotonic regression; fewer: Platt
+    scaling (a regularised logistic regression on the raw score: two parameters, so a dozen pairs do not
+    overfit); one outcome only and no prior: the Laplace-smoothed rate ``(right + 1) / (n + 2)``.
+    Probabilities are kept within ``[FLOOR, CAP]``: a few hundred logs cannot justify certainty.
     """
-    n, hits = len(raw), sum(correct)
-    if hits in (0, n):
+    import numpy as np
+
+    x = list(raw)
+    y = [float(c) for c in correct]
+    w = [1.0] * len(x)
+    if prior > 0:
+        for g in np.linspace(0.05, 0.95, 19):
+            x += [float(g), float(g)]
+            y += [1.0, 0.0]
+            w += [prior * float(g), prior * (1 - float(g))]
+    hits, n = sum(correct), len(raw)
+    if prior <= 0 and hits in (0, n):
         p = (hits + 1) / (n + 2)
-        return Curve((0.0,), (round(min(max(p, FLOOR), CAP), 4),))
+        return Curve((round(min(raw), 4),), (round(min(max(p, FLOOR), CAP), 4),))
     if n >= ISOTONIC_MIN:
         from sklearn.isotonic import IsotonicRegression
 
         iso = IsotonicRegression(y_min=FLOOR, y_max=CAP, increasing=True, out_of_bounds="clip")
-        iso.fit(raw, [float(c) for c in correct])
+        iso.fit(x, y, sample_weight=w)
         xs, ys = iso.X_thresholds_, iso.y_thresholds_
     else:
-        import numpy as np
         from sklearn.linear_model import LogisticRegression
 
-        lr = LogisticRegression(C=1.0).fit(np.array(raw).reshape(-1, 1), np.array(correct, dtype=int))
+        lr = LogisticRegression(C=1.0).fit(np.array(x).reshape(-1, 1), np.array(y, dtype=int), sample_weight=w)
         xs = np.linspace(0.0, 1.0, 21)
         ys = np.clip(lr.predict_proba(xs.reshape(-1, 1))[:, 1], FLOOR, CAP)
     return Curve(tuple(round(float(v), 4) for v in xs), tuple(round(float(v), 4) for v in ys))
@@ -122,7 +136,8 @@ def fit(pairs: list[tuple[str, float, bool]], threshold: float = DEFAULT_THRESHO
         p = (hits + 1) / (len(firsts) + 2)
         curves["any"] = Curve((0.0,), (round(min(max(p, FLOOR), CAP), 4),))
     for key, ps in by_key.items():
-        curves[key] = fit_curve([r for r, _ in ps], [c for _, c in ps])
+        prior = PRIOR_WEIGHT if key in RAW_IS_PROBABILITY else 0.0
+        curves[key] = fit_curve([r for r, _ in ps], [c for _, c in ps], prior)
     return Calibration(curves, threshold)
 
 
