@@ -324,7 +324,8 @@ class DeployConfig:
     :param limits_file: YAML with per-joint ``lower``/``upper`` (and optional ``max_velocity``) tighter
         than the model's (empty: the policy's joint limits and the model's control ranges)
     :param limit_margin: fraction of each joint range kept free at both ends
-    :param max_step: largest change of a command between two ticks
+    :param max_step: largest change of a command between two ticks, and (position servos) largest distance
+        of a command from the joint's measured position
     :param max_velocity: largest command velocity (units per second); the tighter of this and
         ``max_step`` per tick applies
     :param soft_start_s: after activation, ramp from the measured pose to the policy over this many seconds
