@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from embodied_ws.assistant.calibration import IDENTITY, Calibration, fit, reliability
 from embodied_ws.assistant.corpus import CorpusLog
@@ -69,10 +69,21 @@ def calibration_pairs(scored: list[Scored]) -> list[tuple[str, float, bool]]:
     return pairs
 
 
-def cross_validate(corpus: list[CorpusLog], k: int = 5, progress: Callable[[int], None] | None = None) -> list[Scored]:
+def without_rule_patterns(rules: RuleSet) -> RuleSet:
+    """The same taxonomy with every hand-written pattern and context removed (templates and the similarity
+    stage only): the parts not written from the corpus, for an ablation."""
+    return RuleSet([replace(r, patterns=(), context=()) for r in rules.rules])
+
+
+def cross_validate(
+    corpus: list[CorpusLog],
+    k: int = 5,
+    progress: Callable[[int], None] | None = None,
+    rules: RuleSet | None = None,
+) -> list[Scored]:
     """Score every log once with a similarity model built without its fold; then calibrate each fold's
-    top-1 confidences with curves fitted on the other folds' scores."""
-    rules = builtin_rules()
+    top-1 confidences with curves fitted on the other folds' scores (``rules``: the built-in set)."""
+    rules = rules or builtin_rules()
     out: list[Scored] = []
     for fold in range(k):
         train = [r for r in corpus if fold_of(r.repo, k) != fold]
