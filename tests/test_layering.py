@@ -7,18 +7,41 @@ from pathlib import Path
 
 from ros_helpers import ROOT, run_with_ros_blocked
 
-#: sub-packages from the bottom layer up: a module may import its own layer and the layers below, never above
-#: (a new sub-package goes into the layer it belongs to; the test fails until it is listed)
+#: sub-packages from the bottom layer up: a module may import the layers below its own, never its own layer's
+#: other packages and never a layer above (a new sub-package goes into the layer it belongs to; the test fails
+#: until it is listed)
 LAYERS: list[set[str]] = [
-    {"core"},
-    {"config", "randomization"},  # config parses DR specs; plant files (randomization) read configs
+    {"core"},  # errors, paths, atomic writes, YAML with line numbers, the memory arithmetic
+    {"randomization"},  # DR specs, samplers, plant files (read with core.yamlfile)
+    {"config"},  # the run config; it names a DR preset (config.loader -> randomization.spec)
     {"sim"},
     {"policy"},  # the policy protocol, the exported MLP, the one rollout: below every domain that runs a policy
-    {"data", "sysid", "deploy", "rl", "vla", "assistant"},
-    {"tui"},
-    {"ros", "cli"},
+    {"deploy", "data"},
+    {"sysid", "rl", "vla", "assistant"},
+    {"tui", "ros"},  # front ends
+    {"cli"},
 ]
 LEVEL = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
+#: the domain folders: an arrow between two of them is either part of the design or on the list to remove
+DOMAINS = {"deploy", "data", "sysid", "rl", "vla", "assistant"}
+DOMAIN_ARROWS: dict[tuple[str, str], str] = {
+    ("sysid", "data"): "sysid fit/replay and the gap report read recorded bags (data.bag, data.rosbag_io)",
+    ("vla", "data"): "VLA fine-tune/eval read LeRobot datasets (data.dataset) and demo instructions (data.record)",
+}
+#: module arrows that remain only until the policy/ package owns what they reach for; each one is listed so the
+#: test fails on any new one, and fails when one is gone (then delete its line)
+TO_REMOVE: dict[str, str] = {
+    "embodied_ws.sysid.gap -> embodied_ws.deploy.control": (
+        "check_actuators/check_layout: a policy checked against an env is the policy's declared "
+        "observation/action spec; removed by policy/"
+    ),
+    "embodied_ws.deploy.control -> embodied_ws.sim.core": (
+        "deploy builds a DR-free EnvCore to get the observation builder and delta integration; removed by "
+        "policy/'s observation/action mapping (the deploy path does not enter sim/ env construction)"
+    ),
+}
+#: sim modules that construct envs: deploy must not reach them except through :data:`TO_REMOVE`
+ENV_CONSTRUCTION = {"embodied_ws.sim.core", "embodied_ws.sim.env", "embodied_ws.sim.vec_env"}
 
 IMPORT_ALL = """
 import importlib, pathlib
@@ -95,13 +118,42 @@ def test_every_subpackage_has_a_layer_and_imports_only_downwards() -> None:
     modules = _modules()
     packages = {_package(m) for m in modules if m.count(".") >= 1 and (ROOT / "embodied_ws" / _package(m)).is_dir()}
     assert packages <= set(LEVEL), f"add {sorted(packages - set(LEVEL))} to LAYERS"
+    graph = _imports(modules)
     upward = [
         f"{a} -> {b}"
-        for a, targets in _imports(modules).items()
+        for a, targets in graph.items()
         for b in targets
         if _package(a) in LEVEL and _package(b) in LEVEL and LEVEL[_package(b)] > LEVEL[_package(a)]
     ]
     assert not upward, "imports going up the layers:\n" + "\n".join(sorted(upward))
+    sideways = [
+        f"{a} -> {b}"
+        for a, targets in graph.items()
+        for b in targets
+        if _package(a) != _package(b) and LEVEL.get(_package(a), -1) == LEVEL.get(_package(b), -2)
+    ]
+    assert not sideways, "imports between packages of one layer (give one its own layer):\n" + "\n".join(sideways)
+
+
+def test_arrows_between_domains_are_the_designed_ones() -> None:
+    """deploy, data, sysid, rl, vla and assistant import each other only along :data:`DOMAIN_ARROWS`, plus the
+    module arrows of :data:`TO_REMOVE`; deploy reaches env construction in sim/ only through :data:`TO_REMOVE`;
+    every listed arrow still exists (a removed one is deleted from the list)."""
+    graph = _imports(_modules())
+    arrows = {f"{a} -> {b}" for a, targets in graph.items() for b in targets}
+
+    def checked(a: str, b: str) -> bool:
+        pa, pb = _package(a), _package(b)
+        between_domains = pa in DOMAINS and pb in DOMAINS and pa != pb and (pa, pb) not in DOMAIN_ARROWS
+        return between_domains or (pa == "deploy" and b in ENV_CONSTRUCTION)
+
+    new = sorted(f"{a} -> {b}" for a, targets in graph.items() for b in targets if checked(a, b))
+    new = [arrow for arrow in new if arrow not in TO_REMOVE]
+    assert not new, "new arrows between domains (or deploy -> env construction):\n" + "\n".join(new)
+    gone = sorted(set(TO_REMOVE) - arrows)
+    assert not gone, f"arrows removed: delete them from TO_REMOVE: {gone}"
+    used = {(_package(a), _package(b)) for arrow in arrows for a, b in [arrow.split(" -> ")]}
+    assert set(DOMAIN_ARROWS) <= used, f"designed arrows no longer used: {sorted(set(DOMAIN_ARROWS) - used)}"
 
 
 def test_no_import_cycles() -> None:
