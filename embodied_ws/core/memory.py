@@ -44,8 +44,10 @@ ACTIVATION_BYTES = 34
 BITS_PER_WEIGHT = {"F16": 16.0, "Q8_0": 8.5, "Q6_K": 6.56, "Q5_K_M": 5.69, "Q4_K_M": 4.85, "Q4_0": 4.55, "Q3_K_M": 3.91}
 #: KV cache element size (llama.cpp's default f16 cache)
 KV_BYTES_PER_ELEMENT = 2.0
-#: GPU memory the LLM plan leaves free (CUDA context, scratch buffers)
-LLM_RESERVE_BYTES = 0.5 * GIB
+#: GPU memory a process's CUDA context takes (on top of every planned figure)
+CUDA_CONTEXT_BYTES = 0.5 * GIB
+#: GPU memory the LLM plan leaves free (the CUDA context, scratch buffers)
+LLM_RESERVE_BYTES = CUDA_CONTEXT_BYTES
 #: the LLM plan shrinks the context down to this before it gives up GPU layers
 LLM_MIN_CTX = 2048
 #: the assistant's context length (its KV cache), unless the model's own is shorter

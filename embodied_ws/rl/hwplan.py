@@ -14,14 +14,21 @@
 from __future__ import annotations
 
 import math
-import re
 import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from embodied_ws.core.errors import UserError
-from embodied_ws.core.memory import GIB, R1_QWEN_32B_Q4, llm_memory_bytes, ppo_memory_bytes, vla_memory_bytes
+from embodied_ws.core.memory import (
+    CUDA_CONTEXT_BYTES,
+    GIB,
+    OVERHEAD,
+    R1_QWEN_32B_Q4,
+    llm_memory_bytes,
+    ppo_memory_bytes,
+    vla_memory_bytes,
+)
 from embodied_ws.rl.datawait import THRESHOLD, data_wait_rule, predicted_share
 
 if TYPE_CHECKING:
@@ -32,19 +39,6 @@ if TYPE_CHECKING:
 PROBE_BATCHES = (1, 8, 32)
 #: a batch within this share of the best throughput counts as saturating the core
 SATURATION = 0.9
-_SUFFIX = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
-
-
-def parse_count(text: str, where: str) -> float:
-    """``450M``, ``3.3B``, ``7e9`` → a number of parameters.
-
-    :param text: the count with an optional K/M/B/T suffix
-    :param where: the flag, for the error line
-    """
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([KMBGTkmbgt]?)\s*", str(text))
-    if not m or float(m.group(1)) <= 0:
-        raise UserError(f"expected a positive parameter count like 450M or 3.3B, got {text!r}", where)
-    return float(m.group(1)) * _SUFFIX[m.group(2).upper()]
 
 
 def probe_batch(cfg: RunConfig, dr: DRSpec, n_envs: int, seconds: float, seed: int = 0) -> float:
@@ -185,7 +179,8 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
         f"VLA ({plan['vla_parameters'] / 1e6:,.0f} M) LoRA {g['vla_lora']:.1f} GiB, full {g['vla_full']:.1f} GiB "
         "(+ activations); "
         f"LLM assistant {g['llm_assistant']:.1f} GiB ({plan['llm']['model']}, n_ctx {plan['llm']['n_ctx']})",
-        "(each figure × 1.2 runtime overhead; add ~0.5 GiB CUDA context per process)",
+        f"(each figure × {OVERHEAD:g} runtime overhead; "
+        f"add ~{CUDA_CONTEXT_BYTES / GIB:g} GiB CUDA context per process)",
     ]
     dw = plan.get("data_wait")
     if dw:
