@@ -17,7 +17,7 @@ from embodied_ws.assistant.triage import triage_chunks
 from embodied_ws.core.errors import ConfigError
 
 CLAIMED = {"mujoco", "rcl", "ros2-launch", "colcon", "cmake", "pip", "apt", "cuda", "nccl", "pytorch", "gazebo",
-           "llama.cpp", "huggingface", "lerobot"}  # fmt: skip
+           "llama.cpp", "huggingface", "lerobot", "numpy", "rosdep", "dds"}  # fmt: skip
 
 
 def _triage(text: str):
@@ -79,10 +79,13 @@ def test_a_template_match_is_never_answered_with_another_family(want: str, text:
 
 
 def test_a_rule_of_another_family_ranks_after_the_template_family() -> None:
-    # NumPy's _ARRAY_API rule (python family) fires too; the MuJoCo template decides the family
-    text = "AttributeError: _ARRAY_API not found\nValueError: XML Error: Schema violation: unrecognized element\n"
-    ids = [x.rule.id for x in _triage(text).findings()]
-    assert ids[0] == "mujoco.xml-parse" and "python.numpy-version" in ids
+    # the gazebo.install rule (a shell's "command not found", no tool template) fires too; the MuJoCo
+    # template decides the family
+    text = "bash: gz: command not found\nValueError: XML Error: Schema violation: unrecognized element\n"
+    f = _triage(text).findings()
+    ids = [x.rule.id for x in f]
+    assert ids[0] == "mujoco.xml-parse" and "gazebo.install" in ids
+    assert f[ids.index("gazebo.install")].stage == "rule"
 
 
 def test_a_broken_templates_file_is_one_clear_error() -> None:
