@@ -155,12 +155,19 @@ class EvalSuccess(_EveryNSteps):
     def _run(self) -> None:
         self.evaluate()
 
-    def evaluate(self, env: Any = None, episodes: int | None = None, record: bool = True) -> dict[str, float]:
+    def evaluate(
+        self,
+        env: Any = None,
+        episodes: int | None = None,
+        record: bool = True,
+        finals: list[dict[str, Any]] | None = None,
+    ) -> dict[str, float]:
         """Run evaluation episodes now and return the result row.
 
         :param env: the vec env to evaluate on (default: the periodic eval env)
         :param episodes: how many episodes (default: ``episodes`` of the constructor)
         :param record: append the row to the history, log it and check the target
+        :param finals: gets each episode's last success and reward terms (the final evaluation's diagnosis)
         """
         t = time.perf_counter()
         from stable_baselines3.common.vec_env import VecNormalize
@@ -171,7 +178,7 @@ class EvalSuccess(_EveryNSteps):
         def act(obs: np.ndarray) -> np.ndarray:
             return self.model.predict(norm.normalize_obs(obs) if norm else obs, deterministic=True)[0]
 
-        rate, ret, n = episode_success(env or self.eval_env, episodes or self.episodes, act)
+        rate, ret, n = episode_success(env or self.eval_env, episodes or self.episodes, act, finals)
         row = {"step": int(self.model.num_timesteps), "success_rate": rate, "mean_return": ret, "episodes": n}
         if record:
             self.history.append(row)

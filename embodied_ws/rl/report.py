@@ -87,6 +87,7 @@ def write_report(
     :param episodes: ``(step, episode return)`` of training episodes
     """
     from embodied_ws.core.atomic import write_bytes_atomic, write_json_atomic
+    from embodied_ws.rl.diagnosis import bound_lines
 
     pngs = []
     if evals:
@@ -128,6 +129,7 @@ def write_report(
         f"- physics resets (NaN/instability, env reset and training went on): {summary['physics_resets']}",
         *_ray_lines(summary.get("ray")),
         "",
+        *bound_lines(summary),
         "## Where time went",
         "",
         "| phase | seconds | share |",

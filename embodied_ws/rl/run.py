@@ -95,7 +95,7 @@ class TrainingRun:
     :param name: run name (folder under ``runs_root``)
     :param runs_root: folder of runs
     :param resume: continue from the run's latest checkpoint
-    :param progress: show a rich progress bar
+    :param progress: report progress (a rich bar on a terminal, plain lines otherwise; both in train.log)
     """
 
     def __init__(
@@ -250,7 +250,9 @@ class TrainingRun:
         )
         self._evals = evals
         episodes = cb.RecordEpisodes(self.state)
-        bar = cb.RichProgress(cfg.total_timesteps, self.state, episodes, enabled=self.progress)
+        bar = cb.TrainProgress(
+            cfg.total_timesteps, self.state, episodes, enabled=self.progress, log_file=self.run_dir / "train.log"
+        )
         envs_for_curriculum = [self.venv] + ([self.eval_env] if self.eval_env else [])
         times = cb.TimeBreakdown(self.timer)
         budget = cb.TimeBudget(cfg.max_minutes * 60.0, self.state)
@@ -307,17 +309,19 @@ class TrainingRun:
         :param interrupted: what :meth:`learn` returned
         """
         from embodied_ws.rl.datawait import for_run
+        from embodied_ws.rl.diagnosis import failure_motion
         from embodied_ws.rl.export import export_policy
         from embodied_ws.rl.report import hardware_summary, write_report
 
         cfg, model = self.cfg, self.model
         final = None
+        finals: list[dict[str, Any]] = []
         if self._evals and cfg.train.final_eval_episodes:
             if self._evals.model is None:  # nothing left to learn: the callback never started
                 self._evals.init_callback(model)
             final_env = self.make_eval_env(cfg.train.final_eval_episodes, cfg.train.seed + 20_000)
             env_hooks(final_env).set_dr_scale(1.0)
-            final = self._evals.evaluate(final_env, cfg.train.final_eval_episodes, record=False)
+            final = self._evals.evaluate(final_env, cfg.train.final_eval_episodes, record=False, finals=finals)
         self.save()
         core = env_hooks(self.venv).env_core()
         export_policy(self.run_dir / "policy", model, self.venv, core)
@@ -335,6 +339,7 @@ class TrainingRun:
             "stopped": self.stopped or str(interrupted or ""),
             "final_success": final["success_rate"] if final else None,
             "final_eval": final,
+            "failures": failure_motion(finals, cfg.task),
             "target_success": cfg.train.target_success,
             "physics_resets": self.state.physics_resets,
             "time": self.timing,

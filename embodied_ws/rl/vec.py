@@ -82,10 +82,13 @@ make_dummy = HookedDummyVecEnv.of_robot_envs
 make_subproc = HookedSubprocVecEnv.of_robot_envs
 
 
-def episode_success(venv: VecEnv, n_episodes: int, act: Any) -> tuple[float, float, int]:
+def episode_success(
+    venv: VecEnv, n_episodes: int, act: Any, finals: list[dict[str, Any]] | None = None
+) -> tuple[float, float, int]:
     """Run ``n_episodes`` (one per env, in parallel) with ``act(obs) -> actions``.
 
-    Returns ``(success rate at episode end, mean return, episodes)``.
+    Returns ``(success rate at episode end, mean return, episodes)``; ``finals``, when given, gets each counted
+    episode's last ``{"success", "reward_terms"}`` (what :mod:`embodied_ws.rl.diagnosis` reads).
     """
     obs = venv.reset()
     n = venv.num_envs
@@ -93,12 +96,16 @@ def episode_success(venv: VecEnv, n_episodes: int, act: Any) -> tuple[float, flo
     done_mask = np.zeros(n, dtype=bool)
     success = np.zeros(n, dtype=bool)
     final_return = np.zeros(n)
+    last: list[dict[str, Any]] = [{} for _ in range(n)]
     while not done_mask.all():
         obs, rew, dones, infos = venv.step(act(obs))
         returns += np.where(done_mask, 0.0, rew)
         for i in np.flatnonzero(dones & ~done_mask):
             success[i] = bool(infos[i].get("is_success", False))
             final_return[i] = returns[i]
+            last[i] = {"success": bool(success[i]), "reward_terms": dict(infos[i].get("reward_terms") or {})}
             done_mask[i] = True
     k = min(n, n_episodes)
+    if finals is not None:
+        finals.extend(last[:k])
     return float(success[:k].mean()), float(final_return[:k].mean()), k
