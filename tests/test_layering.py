@@ -31,10 +31,6 @@ DOMAIN_ARROWS: dict[tuple[str, str], str] = {
 #: module arrows that remain only until the policy/ package owns what they reach for; each one is listed so the
 #: test fails on any new one, and fails when one is gone (then delete its line)
 TO_REMOVE: dict[str, str] = {
-    "embodied_ws.sysid.gap -> embodied_ws.deploy.control": (
-        "check_actuators/check_layout: a policy checked against an env is the policy's declared "
-        "observation/action spec; removed by policy/"
-    ),
     "embodied_ws.deploy.control -> embodied_ws.sim.core": (
         "deploy builds a DR-free EnvCore to get the observation builder and delta integration; removed by "
         "policy/'s observation/action mapping (the deploy path does not enter sim/ env construction)"

@@ -22,17 +22,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 import mujoco
 import numpy as np
 
-from embodied_ws.config.schema import RunConfig
 from embodied_ws.core.errors import ConfigError, UserError
 from embodied_ws.deploy.artifact import DeployTarget
 from embodied_ws.deploy.limits import command_limits
 from embodied_ws.deploy.safety import SafetyEnvelope
 from embodied_ws.deploy.workspace import Workspace
+from embodied_ws.policy.compat import check_actuators, check_layout
 from embodied_ws.policy.exported import ExportedPolicy
 from embodied_ws.randomization.spec import DRSpec
 from embodied_ws.sim.core import EnvCore, build_robot
@@ -44,43 +43,6 @@ def state_joints(model: mujoco.MjModel) -> list[int]:
     """Hinge and slide joints: what ``/joint_states`` must carry for the observation (free/ball joints are not)."""
     kinds = (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE)
     return [j for j in range(model.njnt) if mujoco.mjtJoint(int(model.jnt_type[j])) in kinds]
-
-
-def _first_difference(ours: list[str], theirs: list[str]) -> int:
-    for i, (a, b) in enumerate(zip(ours, theirs, strict=False)):
-        if a != b:
-            return i
-    return min(len(ours), len(theirs))
-
-
-def _mismatch(kind: str, ours: list[str], theirs: list[str], robot: str, where: str) -> None:
-    if ours == theirs:
-        return
-    i = _first_difference(ours, theirs)
-    mine = repr(ours[i]) if i < len(ours) else "absent"
-    other = repr(theirs[i]) if i < len(theirs) else "absent"
-    raise UserError(f"{kind} field {i} is {mine} in the policy but {other} on {robot}: a policy for another robot?",
-                    where)  # fmt: skip
-
-
-def check_actuators(meta: dict[str, Any], actuators: list[str], robot: str, where: str) -> None:
-    """The policy's actuators must be the robot's (checked before the task is built); else one line naming the field."""
-    _mismatch("action", list(meta.get("action", {}).get("actuators", [])), actuators, f"robot {robot!r}", where)
-
-
-def check_layout(meta: dict[str, Any], env: EnvCore, cfg: RunConfig, where: str) -> None:
-    """The policy's observation layout must be what this robot and task produce; else one line naming the field.
-
-    :param meta: the policy's ``policy.json``
-    :param env: the env core built for the robot being driven
-    :param cfg: the configuration it was built from
-    :param where: ``policy.json`` path for the error line
-    """
-    robot = f"robot {env.robot.name!r} (task {cfg.env.task})"
-    mode = meta.get("action", {}).get("mode")
-    if mode is not None and mode != cfg.env.action_mode:
-        raise UserError(f"action mode is {mode!r} in the policy but env.action_mode is {cfg.env.action_mode!r}", where)
-    _mismatch("observation", list(meta.get("observation", {}).get("names", [])), env.obs_names(), robot, where)
 
 
 class ControlCore:

@@ -66,7 +66,7 @@ def load_policy(run_dir: Path, env: Any) -> Any:
     :param run_dir: the run folder
     :param env: the env the policy will drive (:class:`~embodied_ws.sim.env.RobotEnv` or a stand-in)
     """
-    from embodied_ws.deploy.control import check_actuators, check_layout
+    from embodied_ws.policy.compat import check_actuators, check_layout
     from embodied_ws.policy.exported import ExportedPolicy
 
     policy = ExportedPolicy(run_dir / "policy")
