@@ -14,18 +14,24 @@ build with one line saying why and how to retry; auto mode does not retry the sa
 every ``make setup`` (``CUDA=1`` does). The stamp ``<venv>/.llama-build.json`` records what was built,
 so a later install on a GPU machine (or a changed choice) rebuilds, and an unchanged one does nothing.
 
-pip's wheel cache is keyed on the source, not on ``CMAKE_ARGS``, so builds run with ``--no-cache-dir``.
+pip's wheel cache is keyed on the source, not on ``CMAKE_ARGS``, so builds run with ``--no-cache-dir`` and
+the built wheel is kept in our own cache keyed on the spec, ``CMAKE_ARGS``, the CPU and the Python
+(:func:`wheel_cache`): a second checkout on the same machine installs it instead of compiling again.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -150,15 +156,60 @@ def installed_offload(python: str) -> bool | None:
     return None if out is None else out.strip() == "True"
 
 
-def pip_install(pip: list[str], spec: str, cmake_args: str, rebuild: bool) -> tuple[bool, str]:
-    """Install ``spec`` with ``CMAKE_ARGS``; (ok, last error line)."""
-    env = {**os.environ, "CMAKE_ARGS": cmake_args, "FORCE_CMAKE": "1" if cmake_args else "0"}
-    # --no-deps: its dependencies come with the base requirements, installed at the same time (setup_venv.py)
-    extra = ["--no-deps", *(["--force-reinstall", "--no-cache-dir"] if rebuild else [])]
-    proc = subprocess.run([*pip, "install", "-q", *extra, spec], env=env, capture_output=True, text=True)
+#: llama.cpp's multimodal library (mtmd/llava) is not built: the assistant reads text, and the Python
+#: package loads it only for image chat handlers (``import llama_cpp`` does not)
+EXTRA_CMAKE_ARGS = "-DLLAVA_BUILD=OFF"
+
+
+def wheel_cache(spec: str, cmake_args: str, python: str) -> Path:
+    """Where the wheel built for ``spec`` with ``cmake_args`` on this CPU and Python is kept, so another checkout
+    on the same machine (a second clone, CI) installs it in seconds instead of compiling llama.cpp again.
+
+    The key holds the CPU's instruction-set flags: the CPU build targets the building machine (GGML_NATIVE),
+    so a wheel is never reused on another processor. ``$XDG_CACHE_HOME`` (default ``~/.cache``)/embodied_ws."""
+    flags = ""
+    with contextlib.suppress(OSError):
+        flags = next((ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("flags")), "")
+    tag = _run([python, "-c", "import sys; print(sys.implementation.cache_tag)"]) or sys.version
+    key = hashlib.sha256("|".join([spec, cmake_args, EXTRA_CMAKE_ARGS, platform.machine(), flags, tag]).encode())
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "embodied_ws" / "llama-wheels"
+    return root / key.hexdigest()[:20]
+
+
+def _last_error(proc: subprocess.CompletedProcess) -> str:
     lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
     errors = [ln for ln in lines if re.search(r"error|fail", ln, re.I)] or lines or ["?"]
-    return proc.returncode == 0, errors[-1].strip()[:200]
+    return errors[-1].strip()[:200]
+
+
+def pip_install(
+    pip: list[str], spec: str, cmake_args: str, rebuild: bool, python: str = sys.executable
+) -> tuple[bool, str]:
+    """Install ``spec`` built with ``CMAKE_ARGS`` (from the machine's wheel cache when it was built before);
+    (ok, last error line). ``--no-deps``: its dependencies come with the base requirements, installed at the
+    same time (setup_venv.py)."""
+    cache = wheel_cache(spec, cmake_args, python)
+    wheels = sorted(cache.glob("*.whl"))
+    if not wheels:
+        args = f"{cmake_args} {EXTRA_CMAKE_ARGS}".strip()
+        env = {**os.environ, "CMAKE_ARGS": args, "FORCE_CMAKE": "1"}
+        env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=cache.parent) as tmp:
+            cmd = [*pip, "wheel", "-q", "--no-deps", "--no-cache-dir", "-w", tmp, spec]
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            built = sorted(Path(tmp).glob("*.whl"))
+            if proc.returncode != 0 or not built:
+                return False, _last_error(proc)
+            staged = Path(tmp) / "wheel"
+            staged.mkdir()
+            built[0].rename(staged / built[0].name)
+            with contextlib.suppress(OSError):  # another setup on this machine just built the same: keep that
+                staged.rename(cache)
+        wheels = sorted(cache.glob("*.whl"))
+    extra = ["--force-reinstall"] if rebuild else []
+    proc = subprocess.run([*pip, "install", "-q", "--no-deps", *extra, str(wheels[0])], capture_output=True, text=True)
+    return proc.returncode == 0, _last_error(proc) if proc.returncode else ""
 
 
 def make_build(args: argparse.Namespace) -> int:
@@ -184,7 +235,7 @@ def make_build(args: argparse.Namespace) -> int:
     if decision.variant == "cpu":
         offload = installed_offload(python)
         rebuild = offload is None or offload or stamp.get("variant") == "cuda"
-        ok, error = pip_install(pip, spec, "", rebuild=bool(rebuild))
+        ok, error = pip_install(pip, spec, "", rebuild=bool(rebuild), python=python)
         if not ok:
             print(f"error: llama-cpp-python CPU build failed: {error}")
             return 1
@@ -192,12 +243,12 @@ def make_build(args: argparse.Namespace) -> int:
         print(f"llama-cpp-python: CPU build ({decision.reason})")
         return 0
     print(f"llama-cpp-python: building with CUDA ({decision.reason}; CMAKE_ARGS={decision.cmake_args}) ...")
-    ok, error = pip_install(pip, spec, decision.cmake_args, rebuild=True)
+    ok, error = pip_install(pip, spec, decision.cmake_args, rebuild=True, python=python)
     if ok:
         write_stamp(venv, {"key": decision.key(), "variant": "cuda", "spec": spec, "reason": decision.reason})
         print("llama-cpp-python: CUDA build installed (GPU offload on)")
         return 0
-    ok_cpu, cpu_error = pip_install(pip, spec, "", rebuild=installed_offload(python) is None)
+    ok_cpu, cpu_error = pip_install(pip, spec, "", rebuild=installed_offload(python) is None, python=python)
     if not ok_cpu:
         print(f"error: llama-cpp-python CUDA build failed ({error}) and the CPU build too ({cpu_error})")
         return 1

@@ -36,10 +36,16 @@ case "$CMAKE_ARGS" in
   *GGML_CUDA=on*) echo "nvcc fatal   : Unsupported gpu architecture 'compute_89'" >&2
                   echo "ERROR: Failed building wheel for llama-cpp-python" >&2; exit 1 ;;
 esac
+if [ "$1" = wheel ]; then  # a built wheel where -w says
+  while [ $# -gt 0 ]; do [ "$1" = -w ] && touch "$2/llama_cpp_python-0.0-py3-none-any.whl"; shift; done
+fi
 exit 0
 """
 FAKE_PIP_OK = """#!/bin/sh
 echo "$CMAKE_ARGS|$*" >> "$(dirname "$0")/pip.calls"
+if [ "$1" = wheel ]; then  # a built wheel where -w says
+  while [ $# -gt 0 ]; do [ "$1" = -w ] && touch "$2/llama_cpp_python-0.0-py3-none-any.whl"; shift; done
+fi
 exit 0
 """
 
@@ -65,6 +71,7 @@ def fakes(tmp_path: Path) -> dict[str, Path]:
 def _build(path_dir: Path, venv: Path, cuda: str, *extra: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
     env["PATH"] = f"{path_dir}:/bin"  # no real nvidia-smi / nvcc can leak in
+    env["XDG_CACHE_HOME"] = str(venv.parent / "cache")  # built wheels are kept here, never in the user's cache
     return subprocess.run(
         [sys.executable, str(SCRIPT), "--venv", str(venv), "--cuda", cuda, *extra],
         capture_output=True,
@@ -133,10 +140,11 @@ def test_failed_cuda_build_falls_back_to_cpu_with_one_line_and_is_not_retried_in
     assert stamp["variant"] == "cpu" and stamp["failed"].startswith("cuda:")
     calls = (fakes["venv"] / "pip.calls").read_text().splitlines()
     assert calls[0].startswith("-DGGML_CUDA=on") and "--no-cache-dir" in calls[0]  # a cached CPU wheel can't win
-    assert calls[-1].startswith("|")  # then the CPU install, without CMAKE_ARGS
+    assert calls[-2].startswith("-DLLAVA_BUILD=OFF|wheel")  # then the CPU build (no multimodal library) ...
+    assert calls[-1].startswith("|install") and calls[-1].endswith(".whl")  # ... installed from the wheel cache
     # auto mode does not rebuild the failed CUDA build on every `make setup`; CUDA=1 retries it
     again = _build(fakes["both"], fakes["venv"], "", "--pip", str(pip))
-    assert "CPU build kept" in again.stdout and len((fakes["venv"] / "pip.calls").read_text().splitlines()) == 2
+    assert "CPU build kept" in again.stdout and len((fakes["venv"] / "pip.calls").read_text().splitlines()) == 3
     retry = _build(fakes["both"], fakes["venv"], "1", "--pip", str(pip))
     assert "CUDA build failed" in retry.stdout
 
@@ -233,3 +241,14 @@ def test_llm_decode_bench_skips_with_a_reason_or_runs_on_a_tiny_model(tmp_path: 
     )
     out = json.loads(cpu.stdout)
     assert out["decode_tok_per_s"] > 0 and out["n_gpu_layers"] == 0 and out["bound_tok_per_s"] is None
+
+
+def test_a_built_wheel_is_reused_by_the_next_checkout_on_the_same_machine(fakes, tmp_path: Path) -> None:
+    pip = _exe(fakes["venv"] / "fake-pip", FAKE_PIP_OK)
+    assert _build(fakes["empty"], fakes["venv"], "0", "--pip", str(pip)).returncode == 0
+    other = tmp_path / "venv2"  # a second clone's venv: same machine, same cache
+    other.mkdir()
+    pip2 = _exe(other / "fake-pip", FAKE_PIP_OK)
+    assert _build(fakes["empty"], other, "0", "--pip", str(pip2)).returncode == 0
+    calls = (other / "pip.calls").read_text().splitlines()
+    assert len(calls) == 1 and calls[0].startswith("|install")  # no compile: the cached wheel
