@@ -47,6 +47,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
     cfg.env.robot_args += args.robot_arg
     cfg.env.package_paths += [str(Path(p).expanduser().resolve()) for p in args.package_path]
     core = check_setup(cfg)
+    from embodied_ws.sim.tasks import TASKS
+
+    # a plugin's entry-point name is recorded as its module:attr: eval, resume, deploy and workers find the same class
+    cfg.env.task = TASKS.reference(cfg.env.task)
     if not cfg.task.ee_body and core.robot.ee_body:
         cfg.task.ee_body = core.robot.ee_body  # the run's config.yaml records the choice
         print(
@@ -112,8 +116,12 @@ def _cmd_robots(args: argparse.Namespace) -> int:
     from embodied_ws.sim.robot import available_robots
     from embodied_ws.sim.tasks import TASKS
 
-    info = {"robots": available_robots(), "tasks": TASKS.names()}
-    print(json.dumps(info) if args.json else f"robots: {', '.join(info['robots'])}\ntasks: {', '.join(info['tasks'])}")
+    info = {"robots": available_robots(), "tasks": TASKS.names(), "task_plugins": TASKS.plugin_names()}
+    if args.json:
+        print(json.dumps(info))
+        return 0
+    plugins = "".join(f", {name} (plugin)" for name in info["task_plugins"])
+    print(f"robots: {', '.join(info['robots'])}\ntasks: {', '.join(info['tasks'])}{plugins}")
     return 0
 
 
@@ -132,7 +140,11 @@ def register(add_verb: AddVerb) -> None:
         "auto-detected unless --set task.ee_body=NAME is given",
     )
     add_robot_options(t)
-    t.add_argument("--task", help="task name (shortcut for --set env.task=...)")
+    t.add_argument(
+        "--task",
+        help="task name, a plugin's entry-point name (group embodied_ws.tasks) or a module:attr path such as "
+        "my_pkg.tasks:Lift (shortcut for --set env.task=...)",
+    )
     t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config value; repeatable")
     t.add_argument("--name", default="default", help="run name: folder under --runs (default: default)")
     t.add_argument("--runs", default="runs", help="runs folder (default: runs)")
@@ -154,4 +166,9 @@ def register(add_verb: AddVerb) -> None:
     e.add_argument("--plant", help="evaluate on a stand-in robot with this plant YAML (no video)")
     e.add_argument("--overwrite", action="store_true", help="replace the run's earlier eval/ results")
 
-    add_verb("robots", _cmd_robots, "List the registered robots and tasks.", "example: embodied-ws robots --json")
+    add_verb(
+        "robots",
+        _cmd_robots,
+        "List the registered robots and tasks (task plugins too).",
+        "example: embodied-ws robots --json",
+    )

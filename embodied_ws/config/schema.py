@@ -69,7 +69,8 @@ class EnvConfig:
     :param robot_args: xacro arguments of a ``.xacro`` robot, as ``NAME:=VALUE`` strings
     :param package_paths: folders holding ROS packages for ``$(find pkg)`` and ``package://pkg`` (searched
         before ``AMENT_PREFIX_PATH`` and ``ROS_PACKAGE_PATH``)
-    :param task: registered task name (``reach``, ``swingup``)
+    :param task: registered task name (``reach``, ``swingup`` ...), a task plugin's entry-point name (group
+        ``embodied_ws.tasks``) or a ``module:attr`` path to a task class (``my_pkg.tasks:Lift``)
     :param frame_skip: physics steps per control step (control period = frame_skip × timestep)
     :param episode_steps: control steps before truncation
     :param action_mode: ``delta`` (actions move servo set-points; torque actuators stay absolute)

@@ -19,7 +19,7 @@ from embodied_ws.randomization.sampler import DRSampler
 from embodied_ws.randomization.spec import DRSpec
 from embodied_ws.sim import robot_defaults as rd
 from embodied_ws.sim.robot import Robot, load_robot
-from embodied_ws.sim.tasks import TASKS
+from embodied_ws.sim.tasks import TASKS, make_task
 
 _SUM = np.add.reduce
 
@@ -118,7 +118,7 @@ class EnvCore:
     ) -> None:
         self.cfg = cfg
         self.robot = robot or build_robot(cfg)
-        self.task = TASKS.get(cfg.env.task, "env.task")(self.robot, cfg.task)
+        self.task = make_task(cfg.env.task, self.robot, cfg.task)
         self.n = n
         self.dr_spec = dr
         # envs that do not render simulate the lean copy (no geoms/meshes) when the task allows it

@@ -1,18 +1,64 @@
-"""Task interface: batched numpy functions of the physics arrays, shared by every env flavour.
+"""The Task protocol: batched numpy functions of the physics arrays, shared by every env flavour.
 
 All methods take batches (first axis = env) so the single env (batch of 1), the vectorized env
-(batch of N) and the ROS-topic env run the very same task code.
+(batch of N) and the ROS-topic env (``mujoco_sim_node``) run the very same task code.
+
+**Writing your own task** (in your own package, no fork): subclass :class:`Task` (or write a class with
+the same members: the optional ones then get :class:`Task`'s defaults) and name it either way:
+
+- ``embodied-ws train --task my_pkg.tasks:HoldPose`` (``env.task: my_pkg.tasks:HoldPose``): a
+  ``module:attr`` path, imported with :mod:`importlib` from the installed packages, ``PYTHONPATH`` or the
+  current folder;
+- a name from the ``embodied_ws.tasks`` entry-point group of your ``pyproject.toml``::
+
+      [project.entry-points."embodied_ws.tasks"]
+      hold_pose = "my_pkg.tasks:HoldPose"
+
+A run records the ``module:attr`` in its ``config.yaml`` (also for an entry-point name), so ``eval``,
+``--resume``, ``deploy`` and every worker process (``subproc``, Ray, the sim node) import the same class.
+
+What a task provides (what the envs really use):
+
+========================  ==================================================================================
+``__init__(robot, cfg)``  a :class:`~embodied_ws.sim.robot.Robot` and the ``task:`` section (:class:`TaskConfig`)
+``obs_dim``, ``goal_dim`` observation and goal sizes (ints; may be set in ``__init__``: they may depend on the robot)
+``needs_ee``              class attribute: load the robot with an end-effector position sensor
+                          (``robot.ee_sensor_idx`` indexes ``sensordata``)
+``free_space``            class attribute: the task needs no contacts (envs that do not render drop the geoms)
+``sample_goal(rng)``      the episode's goal, ``(goal_dim,)``
+``initial_qpos(rng)``     the episode's initial ``qpos``, ``(nq,)`` (velocities start at 0)
+``observe(...)``          ``(n, obs_dim)`` from ``qpos (n, nq)``, ``qvel (n, nv)``, ``sensordata (n, ns)``,
+                          ``goal (n, goal_dim)``
+``evaluate(..., action)`` ``(reward (n,), success (n,) bool, terms)``: ``terms`` maps each reward term's NAME
+                          to its ``(n,)`` values (``report.md`` and the episode infos show them by name);
+                          ``success`` is the task's success test (evaluation's success rate counts it at the
+                          episode's end)
+``obs_names()``           optional: a name per observation entry (the exported policy's layout)
+``min_episode_seconds``   optional: the shortest episode the task can be done in (episodes are lengthened)
+``goal_markers(goal)``    optional: mocap body name → position of each goal marker drawn in the scene
+========================  ==================================================================================
+
+A task from outside this repository is checked when its env is built: a missing member, or an ``observe``
+/ ``evaluate`` whose shapes do not match ``obs_dim`` / ``goal_dim``, is one line naming it (exit code 2).
 """
 
 from __future__ import annotations
 
+import numbers
 from abc import ABC, abstractmethod
 
+import mujoco
 import numpy as np
 
 from embodied_ws.config.schema import TaskConfig
-from embodied_ws.core.registry import Registry
+from embodied_ws.core.errors import UserError
+from embodied_ws.core.registry import Registry, error_line
 from embodied_ws.sim.robot import Robot
+
+#: the entry-point group of task plugins
+ENTRY_POINT_GROUP = "embodied_ws.tasks"
+#: methods every task defines (the rest of :class:`Task` has defaults)
+REQUIRED_METHODS = ("sample_goal", "initial_qpos", "observe", "evaluate")
 
 
 class Task(ABC):
@@ -72,7 +118,119 @@ class Task(ABC):
         return {} if pos is None else {"target": pos}
 
 
-TASKS: Registry[type[Task]] = Registry("task")
+def task_class(obj: object, ref: str, where: str | None = "env.task") -> type[Task]:
+    """Check that ``obj`` (what ``ref`` names: a ``module:attr`` path or an entry point) is a task class.
+
+    A :class:`Task` subclass must define every abstract method; another class must define
+    :data:`REQUIRED_METHODS` and gets :class:`Task`'s defaults for the optional members.
+
+    :raises UserError: one line naming what is missing
+    """
+    if not isinstance(obj, type):
+        raise UserError(
+            f"{ref!r} is a {type(obj).__name__}, not a task class (a class following embodied_ws.sim.tasks.Task)",
+            where,
+        )
+    if issubclass(obj, Task):
+        missing = sorted(getattr(obj, "__abstractmethods__", ()))
+    else:
+        missing = [m for m in REQUIRED_METHODS if not callable(getattr(obj, m, None))]
+    if missing:
+        raise UserError(f"{ref!r} does not follow the Task protocol: missing {', '.join(missing)}", where)
+    if issubclass(obj, Task):
+        return obj
+    try:  # the class's own members first, Task's defaults for the rest
+        return type(obj.__name__, (obj, Task), {"__doc__": obj.__doc__, "__wrapped_task__": obj})
+    except TypeError as exc:
+        raise UserError(f"{ref!r} cannot be used as a task: {exc}", where) from None
+
+
+TASKS: Registry[type[Task]] = Registry("task", group=ENTRY_POINT_GROUP, paths=True, adapt=task_class)
+
+
+def make_task(name: str, robot: Robot, cfg: TaskConfig, where: str = "env.task") -> Task:
+    """The task ``name`` (registered, ``module:attr`` or entry point) over ``robot``; a task from outside this
+    repository is checked on ``robot`` first (:func:`check_task`).
+
+    :raises UserError: one line: unknown name, missing member, an error raised by the task, wrong shapes
+    """
+    cls = TASKS.get(name, where)
+    if TASKS.is_builtin(name):
+        return cls(robot, cfg)
+    try:
+        task = cls(robot, cfg)
+    except UserError:
+        raise
+    except Exception as exc:  # the user's task: its error is reported in one line
+        raise UserError(f"task {name!r} failed to start: {error_line(exc)}", where) from None
+    check_task(task, name, where)
+    return task
+
+
+def _shape_error(what: str, value: object, shape: tuple[int, ...]) -> str | None:
+    arr = np.asarray(value)
+    if arr.shape != shape:
+        return f"{what} has shape {arr.shape}, expected {shape}"
+    if arr.dtype.kind in "fc" and not np.isfinite(arr).all():
+        return f"{what} is not finite"
+    return None
+
+
+def check_task(task: Task, name: str, where: str | None = "env.task") -> None:
+    """One episode start and one step of ``task`` on its robot's home model: sizes are ints, every array has
+    the shape the protocol states, reward terms are named.
+
+    :raises UserError: one line naming the first member that is wrong
+    """
+
+    def fail(what: str) -> UserError:
+        return UserError(f"task {name!r}: {what}", where)
+
+    for attr, low in (("obs_dim", 1), ("goal_dim", 0)):
+        value = getattr(task, attr, None)
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
+            raise fail(f"{attr} must be an int >= {low} (set it in the class or in __init__), got {value!r}")
+    model = task.robot.model
+    data = mujoco.MjData(model)
+    rng = np.random.default_rng(0)
+    n, g = int(task.obs_dim), int(task.goal_dim)
+    step = "sample_goal"
+    try:
+        goal = np.asarray(task.sample_goal(rng), dtype=float)
+        problem = _shape_error("sample_goal's goal", goal, (g,))
+        step = "initial_qpos"
+        qpos = np.asarray(task.initial_qpos(rng), dtype=float)
+        problem = problem or _shape_error("initial_qpos", qpos, (model.nq,))
+        if problem:
+            raise fail(problem)
+        data.qpos[:] = qpos
+        mujoco.mj_forward(model, data)
+        args = (data.qpos[None].copy(), data.qvel[None].copy(), data.sensordata[None].copy(), goal[None])
+        step = "observe"
+        problem = _shape_error("observe's observation", task.observe(*args), (1, n))
+        step = "evaluate"
+        result = task.evaluate(*args, np.zeros((1, model.nu)))
+        step = "obs_names"
+        names = list(task.obs_names())
+    except UserError:
+        raise
+    except Exception as exc:  # the user's task: its error is reported in one line
+        raise fail(f"{step} raised {error_line(exc)}") from None
+    if problem:
+        raise fail(problem)
+    if not isinstance(result, tuple) or len(result) != 3:
+        raise fail("evaluate must return (reward, success, terms)")
+    reward, success, terms = result
+    problem = _shape_error("evaluate's reward", reward, (1,)) or _shape_error("evaluate's success", success, (1,))
+    if problem:
+        raise fail(problem)
+    if not isinstance(terms, dict) or not terms or not all(isinstance(k, str) and k for k in terms):
+        raise fail("evaluate's terms must be a non-empty dict naming each reward term ({name: (n,) array})")
+    for key, value in terms.items():
+        if problem := _shape_error(f"reward term {key!r}", value, (1,)):
+            raise fail(problem)
+    if len(names) != n:
+        raise fail(f"obs_names gives {len(names)} names for obs_dim {n}")
 
 
 def as_index(idx: np.ndarray) -> slice | np.ndarray:
