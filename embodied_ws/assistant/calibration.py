@@ -89,7 +89,7 @@ def fit_curve(raw: list[float], correct: list[bool], prior: float = 0.0) -> Curv
     ``prior`` > 0 adds pseudo-observations saying "the raw score is already a probability" (the rules'
     and templates' configured confidences are), ``prior`` of weight at each of 19 scores 0.05..0.95: where
     the logs say little (a score lowered by counter-evidence) the curve stays near the author's number,
-    where they say much they decide. Many pairs (``ISOTONIC_MIN``): isotonic regression; fewer: Platt
+    where they say much they decide. Many pairs (``ISOTONIC_MIN``) or a prior: isotonic regression; fewer: Platt
     scaling (a regularised logistic regression on the raw score: two parameters, so a dozen pairs do not
     overfit); one outcome only and no prior: the Laplace-smoothed rate ``(right + 1) / (n + 2)``.
     Probabilities are kept within ``[FLOOR, CAP]``: a few hundred logs cannot justify certainty.
@@ -108,7 +108,7 @@ def fit_curve(raw: list[float], correct: list[bool], prior: float = 0.0) -> Curv
     if prior <= 0 and hits in (0, n):
         p = (hits + 1) / (n + 2)
         return Curve((round(min(raw), 4),), (round(min(max(p, FLOOR), CAP), 4),))
-    if n >= ISOTONIC_MIN:
+    if n >= ISOTONIC_MIN or prior > 0:  # with the prior's pseudo-observations there is data at every score
         from sklearn.isotonic import IsotonicRegression
 
         iso = IsotonicRegression(y_min=FLOOR, y_max=CAP, increasing=True, out_of_bounds="clip")
