@@ -27,7 +27,7 @@ def add_robot_options(p: argparse.ArgumentParser) -> None:
 
 
 def describe(robot: Any) -> dict[str, Any]:
-    """Joints, limits, actuators, held joints, mimic couplings and end effector of a loaded robot.
+    """Joints, limits, actuators, held joints, grippers, mimic couplings and end effector of a loaded robot.
 
     :param robot: a :class:`embodied_ws.sim.robot.Robot`
     """
@@ -74,6 +74,7 @@ def describe(robot: Any) -> dict[str, Any]:
         "joints": joints,
         "actuators": acts,
         "held_joints": robot.held_joints,
+        "grippers": [g.to_dict() for g in robot.grippers],
         "mimic": mimic,
         "end_effector": robot.ee_body,
         "home": [round(float(v), 4) for v in robot.home_qpos[robot.qpos_idx]],
@@ -130,6 +131,27 @@ def reach_defaults(robot: Any) -> dict[str, Any]:
         if lever is None
         else round(ee_speed(core.delta_scale, core.ctrl_half, lever, core.control_dt), 2),
     }
+
+
+def gripper_line(g: dict[str, Any]) -> str:
+    """``gripper: finger_joint1 (+ finger_joint2), actuator8, stroke 0.04 m (gap 0.012-0.085 m), force 100 N ...``
+    from a :meth:`~embodied_ws.sim.gripper.Gripper.to_dict` dict."""
+    if not g["drivable"]:
+        return f"gripper: joints {', '.join(g['joints'])}: cannot be an action ({g['problem']})"
+    unit, force_unit = ("m", "N") if g["kind"] == "slide" else ("rad", "N·m")
+    coupled = g["followers"] + [f"{n} (linkage)" for n in g["linkage"]]
+    gap = (
+        f" (fingertip gap {g['gap_closed']:.3f}-{g['gap_open']:.3f} m)"
+        if g["gap_closed"] is not None and g["gap_open"] is not None
+        else ""
+    )
+    force = f"{g['force']:g} {force_unit}" if g["force"] is not None else "unlimited"
+    return (
+        f"gripper: {g['leader']}"
+        + (f" (+ {', '.join(coupled)} following)" if coupled else "")
+        + f", actuator {g['actuator']}, stroke {g['stroke']:.4g} {unit}{gap}, force {force}; "
+        f"action -1 closed ({g['leader']}={g['closed']:.4g}), +1 open ({g['open']:.4g})"
+    )
 
 
 def _dynamics_line(d: dict[str, Any]) -> str:
@@ -191,6 +213,10 @@ def _cmd_robot(args: argparse.Namespace) -> int:
             "`--set env.servo_damping=auto` adds joint damping up to critical (default off: your physics)"
         )
     print(f"held (not learned): {', '.join(info['held_joints']) or 'none'}")
+    for g in info["grippers"]:
+        print(gripper_line(g) + ("" if robot.gripper_actuators else "; held (task.gripper: held)"))
+    if not info["grippers"]:
+        print("gripper: none found beyond the wrist")
     for c in info["mimic"]:
         print(f"mimic: {c['follower']} follows {c['leader']}")
     print(f"end effector: {info['end_effector']}")

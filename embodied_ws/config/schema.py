@@ -124,6 +124,11 @@ class TaskConfig:
     :param approach_speed: reach: mean end-effector speed (m/s) an episode must allow for: episodes are
         lengthened beyond ``env.episode_steps`` until the median distance from the home pose's end effector
         to a target is covered at this speed (a bigger arm gets longer episodes); 0: no lengthening
+    :param gripper: ``held`` (default): the gripper's joints are held at their home value and lose their
+        actuator, the policy commands the arm only; ``action``: one more action entry per gripper, in
+        [-1, 1] (-1 closed, +1 open), mapped to its actuator's set-point, mimic followers following
+        (:mod:`embodied_ws.sim.gripper`); a robot whose gripper cannot be driven that way is refused with
+        one line naming its joints
     """
 
     ee_body: str = ""
@@ -136,6 +141,7 @@ class TaskConfig:
     success_bonus: float = num(0.5, *WEIGHT)
     precision_weight: float = num(0.0, *WEIGHT)
     approach_speed: float = num(0.0, 0.0, 1000.0)
+    gripper: Literal["held", "action"] = "held"
 
 
 @dataclass

@@ -41,6 +41,7 @@ def build_robot(cfg: RunConfig) -> Robot:
         robot_args=cfg.env.robot_args,
         package_paths=cfg.env.package_paths,
         free_space=task_cls.free_space,
+        gripper=cfg.task.gripper,
     )
     if cfg.env.servo_damping == "auto":
         from embodied_ws.sim.dynamics_probe import damp_underdamped
@@ -133,8 +134,12 @@ class EnvCore:
         self.ctrl_half = (self.robot.ctrl_high - self.robot.ctrl_low) / 2.0
         m = self.robot.model
         self._servo = rd.position_servos(m)
+        # task.gripper: action: a gripper's action is absolute, -1 closed .. +1 open (sim/gripper.py's mapping)
+        self._gripper = np.zeros(nu, dtype=bool)
+        for k, g in zip(self.robot.gripper_actuators, self.robot.grippers, strict=False):
+            self.ctrl_mid[k], self.ctrl_half[k], self._gripper[k] = g.ctrl_mid, g.ctrl_half, True
         # delta mode: servo actuators integrate actions into set-points (kept in ``setpoint``, in [-1, 1])
-        self._delta = self._servo & (cfg.env.action_mode == "delta")
+        self._delta = self._servo & (cfg.env.action_mode == "delta") & ~self._gripper
         measured = self.robot.dynamics().measured_speeds() if self._delta.any() else None
         self.delta_scale = joint_delta_scale(
             self.robot, cfg.env.delta_scale, self.control_dt, self.ctrl_half, cfg.env.ee_speed_limit, measured
@@ -235,6 +240,8 @@ class EnvCore:
         a = np.zeros(self.robot.nu)
         q = qpos[self.robot.qpos_idx]
         a[self._servo] = ((q - self.ctrl_mid) / self.ctrl_half)[self._servo]
+        for k, g in zip(self.robot.gripper_actuators, self.robot.grippers, strict=False):
+            a[k] = g.action(q[k])
         return np.clip(a, -1.0, 1.0)
 
     # ----------------------------------------------------------------- stepping

@@ -21,6 +21,7 @@ import numpy as np
 from embodied_ws.core.errors import ModelError, UnknownNameError
 from embodied_ws.core.paths import models_dir
 from embodied_ws.sim import robot_defaults as rd
+from embodied_ws.sim.gripper import Gripper, detect_grippers, require_drivable
 from embodied_ws.sim.urdf import generate_mjcf, is_description, parse_args
 
 EE_SENSOR = "embodied_ee_pos"
@@ -54,6 +55,10 @@ class Robot:
     ee_lever: np.ndarray | None = None
     #: joints held at their home value (grippers), not commanded by the policy
     held_joints: list[str] = field(default_factory=list)
+    #: grippers found beyond the arm (:mod:`embodied_ws.sim.gripper`), held or driven
+    grippers: list[Gripper] = field(default_factory=list)
+    #: ``task.gripper: action``: the actuator index driving each of :attr:`grippers` (empty: held)
+    gripper_actuators: list[int] = field(default_factory=list)
     #: the generated MJCF text when the robot came from a URDF/xacro description
     generated_mjcf: str | None = None
     #: damping added per joint by ``env.servo_damping: auto`` (empty: the model's own physics)
@@ -136,6 +141,7 @@ def load_robot(
     robot_args: list[str] | tuple[str, ...] = (),
     package_paths: list[str] | tuple[str, ...] = (),
     free_space: bool = False,
+    gripper: str = "held",
 ) -> Robot:
     """Load a robot by registered name, MJCF path or URDF/xacro path.
 
@@ -146,6 +152,8 @@ def load_robot(
     :param robot_args: xacro arguments ``NAME:=VALUE``
     :param package_paths: extra folders holding ROS packages (``$(find)``, ``package://``)
     :param free_space: the task needs no contacts: also build the lean :attr:`Robot.physics_model`
+    :param gripper: ``held`` (grippers held at home) or ``action`` (each gripper keeps its actuator and
+        becomes one more action; a gripper that cannot be driven raises a one-line :class:`ModelError`)
     """
     name, path = resolve_model_path(robot)
     generated = None
@@ -172,6 +180,8 @@ def load_robot(
 
     ee_name = None
     held: list[str] = []
+    grippers: list[Gripper] = []
+    gripper_act: dict[int, int] = {}  # actuator index in the final model -> leader joint id
     if need_ee:
         ee_name = ee_body or rd.detect_ee(nominal) or detect_ee_body(nominal)
         site_id = mujoco.mj_name2id(nominal, mujoco.mjtObj.mjOBJ_SITE, ee_name)
@@ -182,8 +192,16 @@ def load_robot(
         if mujoco.mj_name2id(nominal, mujoco.mjtObj.mjOBJ_KEY, "home") < 0 and arm:
             rd.set_home_key(spec, nominal, rd.home_pose(nominal, arm, ee_name))
             nominal = _compile(spec, path)
+        grippers = detect_grippers(nominal, arm)
+        keep, keep_act = list(arm), set()
+        if gripper == "action":
+            for g in require_drivable(grippers, str(path)):
+                keep += [mujoco.mj_name2id(nominal, mujoco.mjtObj.mjOBJ_JOINT, n) for n in g.joints]
+                keep_act.add(g.actuator_id)
+            kept = rd.kept_actuators(nominal, keep, keep_act)
+            gripper_act = {kept.index(g.actuator_id): g.leader_id for g in grippers}
         if arm:
-            held = rd.hold_joints(spec, nominal, arm, _home_qpos(nominal))
+            held = rd.hold_joints(spec, nominal, keep, _home_qpos(nominal), keep_act)
         if site_id >= 0:
             objtype, objname = mujoco.mjtObj.mjOBJ_SITE, ee_name
         else:
@@ -196,6 +214,9 @@ def load_robot(
 
     joint_ids = []
     for a in range(model.nu):
+        if a in gripper_act:  # a gripper's actuator (a tendon one too) stands for its leader joint
+            joint_ids.append(gripper_act[a])
+            continue
         if int(model.actuator_trntype[a]) not in (
             int(mujoco.mjtTrn.mjTRN_JOINT),
             int(mujoco.mjtTrn.mjTRN_JOINTINPARENT),
@@ -244,6 +265,8 @@ def load_robot(
         velocity_limit=rd.velocity_limits(model, joint_ids),
         ee_lever=lever,
         held_joints=held,
+        grippers=grippers,
+        gripper_actuators=list(gripper_act),
         generated_mjcf=generated,
     )
 

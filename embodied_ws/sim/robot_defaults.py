@@ -10,7 +10,9 @@ Rules (each a function below, all deterministic):
   the deepest of equal rank), else the hand itself — never a finger.
   The arm joints are the movable joints on the path from the world to the end effector.
 - **held joints**: movable joints that are not arm joints (fingers, grippers) are held at their home
-  value by a joint equality and lose their actuators: the policy commands the arm only.
+  value by a joint equality and lose their actuators: the policy commands the arm only. With
+  ``task.gripper: action`` the gripper's joints and its one actuator are kept instead
+  (:mod:`embodied_ws.sim.gripper` finds them from the structure, not from names).
 - **home pose** (when the model has no ``home`` keyframe): among the mid-range pose, ``qpos0`` and
   512 seeded samples from the central 70 % of every joint range, the pose whose end effector is above
   the base with the largest ``manipulability × margin`` (manipulability = √det(J Jᵀ) of the position
@@ -252,9 +254,30 @@ def set_home_key(spec: mujoco.MjSpec, model: mujoco.MjModel, qpos: np.ndarray) -
     spec.add_key(name="home", qpos=qpos.tolist(), ctrl=ctrl)
 
 
-def hold_joints(spec: mujoco.MjSpec, model: mujoco.MjModel, keep: list[int], qpos: np.ndarray) -> list[str]:
-    """Lock every movable joint not in ``keep`` at its ``qpos`` value and delete the actuators that do
-    not drive a joint in ``keep``. Returns the held joint names."""
+def kept_actuators(
+    model: mujoco.MjModel, keep: list[int], keep_actuators: set[int] | frozenset[int] = frozenset()
+) -> list[int]:
+    """Actuators :func:`hold_joints` keeps, in model order: joint actuators on a joint in ``keep``, and
+    ``keep_actuators`` (a gripper's tendon actuator when ``task.gripper: action``)."""
+    keep_set = set(keep)
+    out = []
+    for a in range(model.nu):
+        trn = int(model.actuator_trntype[a])
+        joint_trn = trn in (int(mujoco.mjtTrn.mjTRN_JOINT), int(mujoco.mjtTrn.mjTRN_JOINTINPARENT))
+        if (joint_trn and int(model.actuator_trnid[a, 0]) in keep_set) or a in keep_actuators:
+            out.append(a)
+    return out
+
+
+def hold_joints(
+    spec: mujoco.MjSpec,
+    model: mujoco.MjModel,
+    keep: list[int],
+    qpos: np.ndarray,
+    keep_actuators: set[int] | frozenset[int] = frozenset(),
+) -> list[str]:
+    """Lock every movable joint not in ``keep`` at its ``qpos`` value and delete the actuators
+    :func:`kept_actuators` does not keep. Returns the held joint names."""
     keep_set = set(keep)
     driven = followers(model)
     held = []
@@ -272,12 +295,7 @@ def hold_joints(spec: mujoco.MjSpec, model: mujoco.MjModel, keep: list[int], qpo
             coef[0] = value
             lock.data = coef.tolist()
             lock.solref = [2.0 * float(model.opt.timestep), 1.0]  # as stiff as the timestep allows
-    kept_ctrl = []
-    for a in range(model.nu):
-        trn = int(model.actuator_trntype[a])
-        joint_trn = trn in (int(mujoco.mjtTrn.mjTRN_JOINT), int(mujoco.mjtTrn.mjTRN_JOINTINPARENT))
-        if joint_trn and int(model.actuator_trnid[a, 0]) in keep_set:
-            kept_ctrl.append(a)
+    kept_ctrl = kept_actuators(model, keep, keep_actuators)
     if len(kept_ctrl) < model.nu:
         victims = [spec.actuators[a] for a in range(model.nu) if a not in kept_ctrl]
         for act in victims:  # before touching the keyframes: MjSpec ignores deletes after a key edit
