@@ -277,3 +277,26 @@ def test_plugin_task_trains_through_the_ros_topic_env(plugin_venv: Path, tmp_pat
     finally:
         out = stop(sim)
     assert f"arm3/{task} in lockstep mode" in out, out[-3000:]
+
+
+@pytest.mark.slow
+def test_a_task_module_in_the_current_folder_reaches_ray_workers(tmp_path: Path) -> None:
+    """``--task my_tasks:Cls`` next to the run, not installed, started like the ``embodied-ws`` console script
+    (whose folder, not the current one, is ``sys.path[0]``): the Ray actors import it too."""
+    pytest.importorskip("ray")
+    source = (FIXTURE / "plugin_pkg" / "tasks.py").read_text().replace("class HoldPose", "class HereHold")
+    (tmp_path / "here_tasks.py").write_text(source)
+    script = tmp_path / "bin" / "embodied-ws"
+    script.parent.mkdir()
+    script.write_text(  # what pip writes for a console script
+        "import sys\nfrom embodied_ws.cli import main\nif __name__ == '__main__':\n    sys.exit(main())\n"
+    )
+    sets = [*TINY, "train.vec_env=ray", "train.ray.actors=2", "train.ray.cpus_per_actor=1", "train.total_timesteps=256"]
+    args = ["train", "--task", "here_tasks:HereHold", "--name", "ray", "--runs", str(tmp_path), "--json"]
+    proc = subprocess.run(
+        [sys.executable, str(script), *args, *[a for s in sets for a in ("--set", s)]],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["steps"] >= 256 and out["actor_restarts"] == 0
