@@ -37,6 +37,7 @@ import mujoco
 import numpy as np
 
 from embodied_ws.core.errors import ModelError
+from embodied_ws.sim.gripper_geometry import fingertip_gaps, follower_qpos, in_subtree
 
 _OBJ = mujoco.mjtObj
 _MOVABLE = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
@@ -136,14 +137,6 @@ def _name(model: mujoco.MjModel, obj: mujoco.mjtObj, i: int) -> str:
     return mujoco.mj_id2name(model, obj, i) or f"{obj.name.removeprefix('mjOBJ_').lower()}{i}"
 
 
-def _in_subtree(model: mujoco.MjModel, body: int, root: int) -> bool:
-    while body > 0:
-        if body == root:
-            return True
-        body = int(model.body_parentid[body])
-    return root == 0
-
-
 def _joint_eqs(model: mujoco.MjModel) -> list[tuple[int, int, int]]:
     """``(eq id, follower, leader)`` of every active joint-coupling equality."""
     out = []
@@ -171,7 +164,7 @@ def _closed_loop_joints(model: mujoco.MjModel, joints: list[int]) -> set[int]:
     for e in range(model.neq):
         if int(model.eq_type[e]) in kinds and int(model.eq_objtype[e]) == int(_OBJ.mjOBJ_BODY):
             bodies |= {int(model.eq_obj1id[e]), int(model.eq_obj2id[e])}
-    return {j for j in joints if any(_in_subtree(model, b, int(model.jnt_bodyid[j])) for b in bodies if b > 0)}
+    return {j for j in joints if any(in_subtree(model, b, int(model.jnt_bodyid[j])) for b in bodies if b > 0)}
 
 
 def _couplings(model: mujoco.MjModel, leader: int) -> dict[int, tuple[int, int]]:
@@ -190,77 +183,6 @@ def _couplings(model: mujoco.MjModel, leader: int) -> dict[int, tuple[int, int]]
     return reached
 
 
-def _follower_qpos(model: mujoco.MjModel, leader: int, q: float, chain: dict[int, tuple[int, int]]) -> dict[int, float]:
-    """Joint values that the joint equalities give every coupled joint when the leader is at ``q``.
-
-    MuJoCo's joint equality: ``y - y0 = a0 + a1 (x - x0) + a2 (x - x0)² + ...`` (``y`` = joint1, ``x`` =
-    joint2, ``0`` = qpos0); a coupling walked the other way is inverted for its linear part."""
-    vals = {leader: q}
-    pending = dict(chain)
-    while pending:
-        progressed = False
-        for j, (e, via) in list(pending.items()):
-            if via not in vals:
-                continue
-            coef = model.eq_data[e][:5]
-            y0_j = model.qpos0[model.jnt_qposadr[j]]
-            x0_via = model.qpos0[model.jnt_qposadr[via]]
-            if int(model.eq_obj1id[e]) == j:  # j follows via
-                dx = vals[via] - x0_via
-                vals[j] = float(y0_j + sum(c * dx**k for k, c in enumerate(coef)))
-            else:  # via follows j: invert the linear part
-                dy = vals[via] - x0_via
-                vals[j] = float(y0_j + (dy - coef[0]) / coef[1]) if coef[1] else float(y0_j)
-            del pending[j]
-            progressed = True
-        if not progressed:
-            break
-    return vals
-
-
-# ----------------------------------------------------------------------------- geometry
-def _tip_geoms(model: mujoco.MjModel, roots: list[int], palm: int, data: mujoco.MjData) -> list[int]:
-    """Per finger root body: the geom of its subtree farthest from the palm body (-1 when none)."""
-    tips = []
-    for r in roots:
-        geoms = [g for g in range(model.ngeom) if _in_subtree(model, int(model.geom_bodyid[g]), r)]
-        if not geoms:
-            tips.append(-1)
-            continue
-        d = [np.linalg.norm(data.geom_xpos[g] - data.xpos[palm]) for g in geoms]
-        tips.append(geoms[int(np.argmax(d))])
-    return tips
-
-
-def _gaps(tips: list[int], palm_geoms: list[int], ends: list[np.ndarray]) -> tuple[float | None, float | None]:
-    """Fingertip gap at the two ends (``ends``: ``geom_xpos`` at each). Two or more fingers: the pair of tips
-    that separates most, its distance measured along the direction it separates in (a pad offset across
-    that direction does not count); one jaw: its tip's distance to the nearest geom of the fixed jaw."""
-    tips = [g for g in tips if g >= 0]
-    if len(tips) >= 2:
-        pairs = [(a, b) for i, a in enumerate(tips) for b in tips[i + 1 :]]
-        moves = [(ends[1][a] - ends[1][b]) - (ends[0][a] - ends[0][b]) for a, b in pairs]
-        k = int(np.argmax([np.linalg.norm(mv) for mv in moves]))
-        norm = float(np.linalg.norm(moves[k]))
-        a, b = pairs[k]
-        if norm < 1e-12:
-            d = float(np.linalg.norm(ends[0][a] - ends[0][b]))
-            return d, d
-        u = moves[k] / norm
-        return tuple(abs(float(np.dot(x[a] - x[b], u))) for x in ends)  # type: ignore[return-value]
-    if len(tips) == 1 and palm_geoms:
-        g = tips[0]
-        return tuple(float(min(np.linalg.norm(x[g] - x[p]) for p in palm_geoms)) for x in ends)  # type: ignore[return-value]
-    return None, None
-
-
-def _pose(model: mujoco.MjModel, data: mujoco.MjData, vals: dict[int, float]) -> None:
-    data.qpos[:] = model.qpos0
-    for j, v in vals.items():
-        data.qpos[model.jnt_qposadr[j]] = v
-    mujoco.mj_kinematics(model, data)
-
-
 # ----------------------------------------------------------------------------- detection
 def gripper_joints(model: mujoco.MjModel, arm: list[int]) -> list[int]:
     """Movable joints beyond the arm's last joint (its wrist body's subtree) that are not arm joints."""
@@ -273,7 +195,7 @@ def gripper_joints(model: mujoco.MjModel, arm: list[int]) -> list[int]:
         for j in range(model.njnt)
         if int(model.jnt_type[j]) in _MOVABLE
         and j not in arm_set
-        and _in_subtree(model, int(model.jnt_bodyid[j]), wrist)
+        and in_subtree(model, int(model.jnt_bodyid[j]), wrist)
     ]
 
 
@@ -386,7 +308,7 @@ def _mapped(
     def length(q: float) -> float:  # transmission length at leader value q
         if not tendon:
             return q
-        vals = _follower_qpos(model, leader, q, chain)
+        vals = follower_qpos(model, leader, q, chain)
         return float(sum(c * vals.get(j, model.qpos0[model.jnt_qposadr[j]]) for j, c in tendon))
 
     def ctrl_of(q: float) -> float:
@@ -404,28 +326,7 @@ def _mapped(
         c0, c1 = sorted(float(v) for v in model.actuator_ctrlrange[act])
         ends = sorted((q_of(c0, lo, hi), q_of(c1, lo, hi)))
         lo, hi = (max(lo, ends[0]), min(hi, ends[1])) if model.jnt_limited[leader] else (ends[0], ends[1])
-    data = mujoco.MjData(model)
-    palm = int(model.body_parentid[model.jnt_bodyid[leader]])
-    finger_joints = [leader, *chain]
-    roots = sorted(
-        {
-            int(model.jnt_bodyid[j])
-            for j in finger_joints
-            if not any(
-                _in_subtree(model, int(model.body_parentid[model.jnt_bodyid[j]]), int(model.jnt_bodyid[k]))
-                for k in finger_joints
-                if k != j
-            )
-        }
-    )
-    _pose(model, data, _follower_qpos(model, leader, lo, chain))
-    tips = _tip_geoms(model, roots, palm, data)
-    palm_geoms = [gi for gi in range(model.ngeom) if int(model.geom_bodyid[gi]) == palm]
-    ends = []
-    for q in (lo, hi):
-        _pose(model, data, _follower_qpos(model, leader, q, chain))
-        ends.append(data.geom_xpos.copy())
-    gaps = _gaps(tips, palm_geoms, ends)
+    gaps = fingertip_gaps(model, leader, chain, lo, hi)
     if gaps[0] is not None and gaps[1] is not None and abs(gaps[1] - gaps[0]) > 1e-9:
         open_hi = gaps[1] > gaps[0]
     else:  # no geometry to measure: the model rests closed
