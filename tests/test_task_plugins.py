@@ -121,6 +121,11 @@ def test_the_fixture_task_subclass_by_module_attr(monkeypatch) -> None:
         (PROTOCOL_TASK.format(obs_dim=4, terms='{"error": err[:, None]}'), "Hold",
          "reward term 'error' has shape (1, 1), expected (1,)"),
         (PROTOCOL_TASK.format(obs_dim="None", terms='{"error": -err}'), "Hold", "obs_dim must be an int >= 1"),
+        (PROTOCOL_TASK.format(obs_dim=4, terms="{}").replace("self.robot, self.cfg = robot, cfg",
+                                                             "raise ValueError('needs a gripper')"),
+         "Hold", "failed to start: ValueError: needs a gripper"),
+        (PROTOCOL_TASK.format(obs_dim=4, terms="{}").replace("return self.robot.home_qpos.copy()", "return [0.0]"),
+         "Hold", "initial_qpos has shape (1,), expected (3,)"),
     ],
 )  # fmt: skip
 def test_a_bad_task_class_is_one_line_naming_what_is_wrong(tmp_path, monkeypatch, source, ref, expect) -> None:

@@ -114,9 +114,10 @@ class Registry[T]:
         error listing the known names."""
         if name in self._entries:
             return self._entries[name]
+        if name in self._plugins:  # loaded and checked once per process
+            return self._plugins[name]
         if self.paths and ":" in name:
-            return self._checked(import_path(name, where), name, where)
-        if name in self._plugins:
+            self._plugins[name] = self._checked(import_path(name, where), name, where)
             return self._plugins[name]
         ep = self._entry_point(name, where)
         if ep is not None:

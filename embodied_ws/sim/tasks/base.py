@@ -62,17 +62,19 @@ REQUIRED_METHODS = ("sample_goal", "initial_qpos", "observe", "evaluate")
 
 
 class Task(ABC):
-    """A task over a :class:`Robot`.
+    """A task over a :class:`Robot`: the protocol every task follows (the table in this module's docstring).
 
     :param robot: the loaded robot
-    :param cfg: task parameters
+    :param cfg: task parameters (the ``task:`` section)
     """
 
     #: whether the robot must be loaded with an end-effector position sensor
     needs_ee: bool = False
     #: the task needs no contacts: envs that do not render simulate a copy without geoms (less memory)
     free_space: bool = False
+    #: observation size (set in the class, or in ``__init__`` when it depends on the robot)
     obs_dim: int = 0
+    #: goal size (0: the task has no goal)
     goal_dim: int = 0
 
     def __init__(self, robot: Robot, cfg: TaskConfig) -> None:
@@ -163,7 +165,7 @@ def make_task(name: str, robot: Robot, cfg: TaskConfig, where: str = "env.task")
         raise
     except Exception as exc:  # the user's task: its error is reported in one line
         raise UserError(f"task {name!r} failed to start: {error_line(exc)}", where) from None
-    check_task(task, name, where)
+    check_task(task, robot, name, where)
     return task
 
 
@@ -176,9 +178,9 @@ def _shape_error(what: str, value: object, shape: tuple[int, ...]) -> str | None
     return None
 
 
-def check_task(task: Task, name: str, where: str | None = "env.task") -> None:
-    """One episode start and one step of ``task`` on its robot's home model: sizes are ints, every array has
-    the shape the protocol states, reward terms are named.
+def check_task(task: Task, robot: Robot, name: str, where: str | None = "env.task") -> None:
+    """One episode start and one step of ``task`` on ``robot``'s model: sizes are ints, every array has the
+    shape the protocol states, reward terms are named.
 
     :raises UserError: one line naming the first member that is wrong
     """
@@ -190,7 +192,7 @@ def check_task(task: Task, name: str, where: str | None = "env.task") -> None:
         value = getattr(task, attr, None)
         if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
             raise fail(f"{attr} must be an int >= {low} (set it in the class or in __init__), got {value!r}")
-    model = task.robot.model
+    model = robot.model
     data = mujoco.MjData(model)
     rng = np.random.default_rng(0)
     n, g = int(task.obs_dim), int(task.goal_dim)
