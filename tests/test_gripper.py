@@ -58,6 +58,7 @@ def _need(path: Path) -> Path:
         f"{XACRO}|gripper:=none",
         str(ERD / "ur_description" / "urdf" / "ur5_robot.urdf"),
         str(ERD / "xarm_description" / "urdf" / "xarm7.urdf"),
+        str(ERD / "kinova_description" / "robots" / "kinova.urdf"),  # fingers are fixed joints
     ],
 )
 def test_no_gripper_found(robot: str) -> None:
@@ -154,13 +155,21 @@ def test_single_jaw_synthetic() -> None:
     assert g.force == pytest.approx(3.0) and g.gap_open > g.gap_closed
 
 
-@pytest.mark.parametrize("name", ["so100", "so101"])
-def test_so_arm_urdf_single_jaw(name: str) -> None:
-    path = _need(ERD / "so_arm_description" / "urdf" / f"{name}.urdf")
+@pytest.mark.parametrize(
+    ("rel", "jaw"),
+    [
+        ("so_arm_description/urdf/so100.urdf", "gripper"),
+        ("so_arm_description/urdf/so101.urdf", "gripper"),
+        ("z1_description/urdf/z1.urdf", "jointGripper"),
+    ],
+)
+def test_urdf_single_jaw(rel: str, jaw: str) -> None:
+    """SO-100/SO-101 (LeRobot arms) and Unitree Z1: one moving jaw, no mimic."""
+    path = _need(ERD / rel)
     (g,) = load_robot(str(path)).grippers
-    assert g.leader == "gripper" and g.followers == () and g.drivable
-    assert sorted([g.closed, g.open]) == pytest.approx(_urdf_range(path, "gripper"))
-    assert g.force == pytest.approx(_urdf_effort(path, "gripper"))
+    assert g.leader == jaw and g.followers == () and g.drivable and g.gap_open > g.gap_closed
+    assert sorted([g.closed, g.open]) == pytest.approx(_urdf_range(path, jaw))
+    assert g.force == pytest.approx(_urdf_effort(path, jaw))
 
 
 # ----------------------------------------------------------------------------- the mapping
@@ -312,3 +321,27 @@ def test_robot_show_lists_gripper(cli, tmp_path: Path) -> None:
     (g,) = json.loads(proc.stdout)["grippers"]
     assert g["leader"] == "finger_joint" and len(g["followers"]) == 5 and g["drivable"]
     assert g["stroke"] == pytest.approx(0.8) and g["force"] == pytest.approx(60.0)
+
+
+# ----------------------------------------------------------------------------- every fixture robot
+def _fixture_robots() -> list[Path]:
+    files = [p for p in FIX.rglob("*") if p.suffix in (".xml", ".urdf") or p.name.endswith(".urdf.xacro")]
+    return sorted(p for p in files if "broken" not in p.parts and p.name != "package.xml")
+
+
+@pytest.mark.parametrize("path", _fixture_robots(), ids=lambda p: str(p.relative_to(FIX)))
+def test_every_fixture_robot_held_or_driven(path: Path) -> None:
+    """Each robot file under tests/fixtures/robots: a gripper found is drivable (one more action, its joints no
+    longer held) or names its problem and is refused with one line; held, the arm is what it always was."""
+    held = load_robot(str(path))
+    for g in held.grippers:
+        assert g.joints and set(g.joints) <= set(held.held_joints)
+        if g.drivable:
+            assert g.leader in g.joints and g.stroke > 0 and g.ctrl_open != g.ctrl_closed
+    if held.grippers and all(g.drivable for g in held.grippers):
+        driven = load_robot(str(path), gripper="action")
+        assert driven.nu == held.nu + len(held.grippers)
+        assert set(driven.held_joints) == set(held.held_joints) - {j for g in held.grippers for j in g.joints}
+    else:
+        with pytest.raises(ModelError):
+            load_robot(str(path), gripper="action")
