@@ -210,7 +210,7 @@ def _cmd_robot(args: argparse.Namespace) -> int:
 
         print(
             f"warning: underdamped servos (overshoot > {100 * UNDERDAMPED_OVERSHOOT:.0f} %): {', '.join(ringing)}; "
-            "`--set env.servo_damping=auto` adds joint damping up to critical (default off: your physics)"
+            "`--set env.servo_damping=auto` adds joint damping up to critical (default none: your physics as written)"
         )
     print(f"held (not learned): {', '.join(info['held_joints']) or 'none'}")
     for g in info["grippers"]:

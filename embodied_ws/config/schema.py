@@ -82,7 +82,7 @@ class EnvConfig:
         ``Σ_j |J_j| · Δq_j / control period`` (``J_j``: the joint's end-effector Jacobian column); 0: no bound
     :param servo_damping: ``auto`` adds joint damping to position servos the dynamics probe finds
         underdamped (they overshoot a step: ``kv = 0`` on a lightly damped joint), up to critical damping at
-        the home pose; ``off`` (default) leaves the model's physics as the user wrote it
+        the home pose; ``none`` (default) leaves the model's physics as the user wrote it
     :param camera_obs: add an rgb image to the observation (single env only)
     :param camera: camera name for rendering and camera observations (first camera when empty)
     :param image_size: [height, width] of camera observations
@@ -98,7 +98,7 @@ class EnvConfig:
     action_mode: Literal["delta", "absolute"] = "delta"
     delta_scale: float = num(0.1, 0.0, 2.0, low_open=True)
     ee_speed_limit: float = num(5.5, 0.0, 1000.0)
-    servo_damping: Literal["off", "auto"] = "off"
+    servo_damping: Literal["none", "auto"] = "none"  # not "off": YAML 1.1 reads off as False
     camera_obs: bool = False
     camera: str = ""
     image_size: list[int] = field(default_factory=lambda: [96, 96], metadata=within(1, 4096))
