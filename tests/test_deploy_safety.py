@@ -72,7 +72,8 @@ def _ok_step(a: np.ndarray, b: np.ndarray, lim: SafetyLimits) -> bool:
 @CASES
 @given(lim=LIMITS, stream=STREAM)
 def test_every_published_command_is_inside_the_limits_and_the_max_change(lim, stream) -> None:
-    """Commands: NaN/inf/huge; states: new, duplicate, out-of-order stamps; gaps that trip the watchdog; e-stop."""
+    """Commands: NaN/inf/huge; states: new, duplicate, out-of-order and restarted stamps; gaps that trip the
+    watchdog (states after one restart the stream); e-stop."""
     seed, bad, n = stream
     rng = np.random.default_rng(seed)
     kinds = rng.integers(0, 7, n)  # 0-3 command tick (3: inference overrun), 4-5 state, 6 e-stop (rare)
@@ -93,8 +94,15 @@ def test_every_published_command_is_inside_the_limits_and_the_max_change(lim, st
             estopped = True
         elif kind >= 4:
             stamp += dstamp * 0.01
-            assert env.state_received(stamp, now) == (stamp > newest)
-            newest = max(newest, stamp)
+            before = env.status.events["state_restart"]
+            fresh = env.state_received(stamp, now)
+            restarted = env.status.events["state_restart"] > before  # stamps back, or states after a stall
+            assert fresh == (stamp > newest or restarted)
+            assert restarted or stamp >= newest - lim.stamp_tolerance_s  # back past the tolerance: a restart
+            newest = stamp if restarted else max(newest, stamp)
+            if restarted and armed and not estopped:
+                assert not env.armed and env.filter(v, now) is None  # disarmed until the caller re-arms
+                assert env.arm(prev, now)  # (ControlCore: from the measured pose; here the last command)
         else:
             out = env.filter(v, now, compute_s=0.02 if kind == 3 else 0.0)
             if estopped or not armed:
@@ -254,8 +262,10 @@ def test_no_command_is_ever_further_than_max_offset_from_the_measured_pose(lim, 
             pose = pose + (rng.normal(0.0, 0.02, N) if how < 2 else rng.normal(0.0, 2.0, N))
             stamp, seq = (0.0, 1) if how == 3 else (stamp + dt, seq + 1)
             env.state_received(stamp, now, pose, seq=seq)
-        elif kind == 5:
+        elif kind == 5:  # a hold keeps the pose where it began (even outside the limits): only the offset applies
             out = env.filter(None, now, hold="no task")
+            if out is not None:
+                assert (np.abs(out - env.measured) <= lim.max_offset * (1 + 1e-9) + 1e-12).all()
         else:
             if not env.armed:
                 assert env.arm(pose, now)
@@ -266,7 +276,8 @@ def test_no_command_is_ever_further_than_max_offset_from_the_measured_pose(lim, 
             assert np.isfinite(out).all()
             assert (np.abs(out - measured) <= lim.max_offset * (1 + 1e-9) + 1e-12).all(), (out, measured)
             inside = (measured >= lim.lower).all() and (measured <= lim.upper).all()
-            assert not inside or ((out >= lim.lower).all() and (out <= lim.upper).all())
+            kept = env.status.mode == "state_timeout"  # the watchdog keeps the last command (perhaps a hold's)
+            assert kept or not inside or ((out >= lim.lower).all() and (out <= lim.upper).all())
 
 
 def test_hold_stays_at_the_pose_measured_when_it_began_and_counts_clipping() -> None:

@@ -322,6 +322,7 @@ class SafetyEnvelope:
             return None
         lim, st, target = self.limits, self.status, self._target
         st.state_age_s = now - self.stream.last_time
+        keep = False  # the target is a pose being kept (a hold): the limits do not pull it elsewhere
         if st.state_age_s > lim.state_timeout_s:
             if not self._stale:
                 self._event("state_timeout")
@@ -331,6 +332,7 @@ class SafetyEnvelope:
                 target[:] = lim.safe_pose
             else:
                 target[:] = self._last
+                keep = True
         elif hold:
             self._stale = False
             if st.mode != "hold" or st.reason != hold:
@@ -339,8 +341,11 @@ class SafetyEnvelope:
                 self._last[:] = self._hold  # commanding where the robot is never moves it
                 st.mode, st.reason, st.rearmed = "hold", hold, False
             target[:] = self._hold
+            keep = True
         else:
             self._stale = False
+            if st.mode == "hold":  # a goal again: soft start from the measured pose (ControlCore re-arms first)
+                self.arm(self.stream.measured if self.stream.has_measured else self._last, now)
             command = np.asarray(command, dtype=np.float64)
             if lim.inference_timeout_s > 0 and compute_s > lim.inference_timeout_s:
                 self._event("inference_timeout")
@@ -361,9 +366,10 @@ class SafetyEnvelope:
                     target[:] = command
                     st.mode, st.rearmed = "running", False
         lower, upper = lim.lower, lim.upper
-        if st.mode == "hold" and self.stream.has_measured:  # no goal, no motion: limits never pull a holding
-            lower = np.minimum(np.minimum(lower, self.stream.measured), self._hold)  # robot away from where it is
-            upper = np.maximum(np.maximum(upper, self.stream.measured), self._hold)
+        if keep:  # no goal, no motion: the limits never pull a held robot away from where it is (or was) measured
+            lower, upper = np.minimum(lower, target), np.maximum(upper, target)
+            if self.stream.has_measured:
+                lower, upper = np.minimum(lower, self.stream.measured), np.maximum(upper, self.stream.measured)
         return self._bound(target, lower, upper)
 
     def _bound(self, target: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
