@@ -267,7 +267,12 @@ def test_ros2_control_without_gripper_interface_refused(cli, tmp_path: Path) -> 
 # ----------------------------------------------------------------------------- the env drives it
 @pytest.mark.parametrize(
     "robot",
-    [str(MENAGERIE / "panda.xml"), str(SYNTH / "robotiq_arm.urdf"), str(SYNTH / "single_jaw.xml")],
+    [
+        str(MENAGERIE / "panda.xml"),
+        str(MENAGERIE / "xarm7.xml"),
+        str(SYNTH / "robotiq_arm.urdf"),
+        str(SYNTH / "single_jaw.xml"),
+    ],
 )
 def test_env_gripper_action_opens_and_closes(robot: str) -> None:
     cfg = load_config("reach", [f"env.robot={robot}", "task.gripper=action"])
@@ -287,7 +292,7 @@ def test_env_gripper_action_opens_and_closes(robot: str) -> None:
     for target, expected in ((-1.0, g.closed), (1.0, g.open), (-1.0, g.closed)):
         a = np.zeros(r.nu)
         a[k] = target
-        for _ in range(60):
+        for _ in range(150):  # 6 s: the xArm7's own tendon servo creeps over the last few per cent
             env.step(a)
         assert q(g.leader) == pytest.approx(expected, abs=tol), (target, q(g.leader))
     # followers follow (mimic: follower = offset + multiplier x leader, checked at the closed end)
@@ -345,3 +350,28 @@ def test_every_fixture_robot_held_or_driven(path: Path) -> None:
     else:
         with pytest.raises(ModelError):
             load_robot(str(path), gripper="action")
+
+
+def test_linkage_closed_kinematically_as_in_simulation() -> None:
+    """xArm7's four-bar fingers: the linkage joints solved from the connect equalities (used for the fingertip
+    gap) are where MuJoCo's constraint solver puts them with the gripper driven to its closed end."""
+    from embodied_ws.sim.gripper_geometry import close_loops
+
+    r = load_robot(str(MENAGERIE / "xarm7.xml"), gripper="action")
+    (g,) = r.grippers
+    (k,) = r.gripper_actuators
+    m = r.model
+    data = mujoco.MjData(m)
+    data.qpos[:] = r.home_qpos
+    data.ctrl[:] = r.home_qpos[r.qpos_idx]  # arm servos hold home
+    data.ctrl[k] = g.ctrl(-1.0)
+    for _ in range(3000):
+        mujoco.mj_step(m, data)
+    ids = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, n) for n in g.linkage]
+    adr = m.jnt_qposadr[ids]
+    solved = mujoco.MjData(m)
+    solved.qpos[:] = data.qpos
+    solved.qpos[adr] = m.qpos0[adr]  # forget the simulated linkage, keep leader and followers
+    assert close_loops(m, solved, ids) < 1e-6
+    np.testing.assert_allclose(solved.qpos[adr], data.qpos[adr], atol=0.02)
+    assert abs(data.qpos[m.jnt_qposadr[g.leader_id]] - g.closed) < 0.05 * g.stroke

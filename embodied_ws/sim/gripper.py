@@ -259,7 +259,7 @@ def detect_grippers(model: mujoco.MjModel, arm: list[int]) -> list[Gripper]:
         problem = f"its leader {base['leader']} has no joint range and its actuator no control range"
     if problem is not None:
         return [Gripper(**base, problem=problem)]  # type: ignore[arg-type]
-    return [_mapped(model, base, act, leader, tendon, chain)]
+    return [_mapped(model, base, act, leader, tendon, chain, [j for j in rest if j in linkage])]
 
 
 def _problem(
@@ -300,6 +300,7 @@ def _mapped(
     leader: int,
     tendon: list[tuple[int, float]],
     chain: dict[int, tuple[int, int]],
+    linkage: list[int],
 ) -> Gripper:
     """Decide the open end and the control law for a drivable gripper."""
     g, b0, b1 = model.actuator_gainprm[act, 0], model.actuator_biasprm[act, 0], model.actuator_biasprm[act, 1]
@@ -326,7 +327,7 @@ def _mapped(
         c0, c1 = sorted(float(v) for v in model.actuator_ctrlrange[act])
         ends = sorted((q_of(c0, lo, hi), q_of(c1, lo, hi)))
         lo, hi = (max(lo, ends[0]), min(hi, ends[1])) if model.jnt_limited[leader] else (ends[0], ends[1])
-    gaps = fingertip_gaps(model, leader, chain, lo, hi)
+    gaps = fingertip_gaps(model, leader, chain, lo, hi, linkage)
     if gaps[0] is not None and gaps[1] is not None and abs(gaps[1] - gaps[0]) > 1e-9:
         open_hi = gaps[1] > gaps[0]
     else:  # no geometry to measure: the model rests closed

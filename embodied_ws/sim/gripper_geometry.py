@@ -1,6 +1,7 @@
 """Where a gripper's fingertips are at either end of its leader's range (used by :mod:`embodied_ws.sim.gripper`
 to decide which end is open and to report the fingertip gap). Pure kinematics, no simulation: followers are
-placed by their joint equalities, linkage joints stay at their rest value."""
+placed by their joint equalities, linkage joints so that the connect equalities closing them hold
+(Gauss-Newton on those joints alone)."""
 
 from __future__ import annotations
 
@@ -81,15 +82,65 @@ def _gaps(tips: list[int], palm_geoms: list[int], ends: list[np.ndarray]) -> tup
     return None, None
 
 
-def _pose(model: mujoco.MjModel, data: mujoco.MjData, vals: dict[int, float]) -> None:
+def _pose(model: mujoco.MjModel, data: mujoco.MjData, vals: dict[int, float], linkage: list[int]) -> None:
     data.qpos[:] = model.qpos0
     for j, v in vals.items():
         data.qpos[model.jnt_qposadr[j]] = v
+    close_loops(model, data, linkage)
+
+
+def _loop_residual(model: mujoco.MjModel, data: mujoco.MjData, eqs: list[int]) -> np.ndarray:
     mujoco.mj_kinematics(model, data)
+    out = []
+    for e in eqs:
+        b1, b2 = int(model.eq_obj1id[e]), int(model.eq_obj2id[e])
+        p1 = data.xpos[b1] + data.xmat[b1].reshape(3, 3) @ model.eq_data[e][0:3]
+        p2 = data.xpos[b2] + data.xmat[b2].reshape(3, 3) @ model.eq_data[e][3:6]
+        out.append(p1 - p2)
+    return np.concatenate(out)
+
+
+def close_loops(model: mujoco.MjModel, data: mujoco.MjData, joints: list[int], iters: int = 50) -> float:
+    """Move ``joints`` (a linkage's passive joints) until the model's connect equalities hold, the other
+    joints fixed (Gauss-Newton, finite-difference Jacobian, joint limits respected); kinematics updated.
+
+    :returns: the remaining constraint violation (m)
+    """
+    eqs = [
+        e
+        for e in range(model.neq)
+        if int(model.eq_type[e]) == int(mujoco.mjtEq.mjEQ_CONNECT)
+        and int(model.eq_objtype[e]) == int(mujoco.mjtObj.mjOBJ_BODY)
+        and model.eq_active0[e]
+    ]
+    if not eqs or not joints:
+        mujoco.mj_kinematics(model, data)
+        return 0.0
+    adr = model.jnt_qposadr[joints]
+    limited = model.jnt_limited[joints].astype(bool)
+    lo, hi = model.jnt_range[joints, 0], model.jnt_range[joints, 1]
+    r = _loop_residual(model, data, eqs)
+    for _ in range(iters):
+        if np.linalg.norm(r) < 1e-9:
+            break
+        jac = np.empty((r.size, len(joints)))
+        for k, a in enumerate(adr):
+            data.qpos[a] += 1e-7
+            jac[:, k] = (_loop_residual(model, data, eqs) - r) / 1e-7
+            data.qpos[a] -= 1e-7
+        q = data.qpos[adr] + np.linalg.lstsq(jac, -r, rcond=None)[0]
+        data.qpos[adr] = np.where(limited, np.clip(q, lo, hi), q)
+        r = _loop_residual(model, data, eqs)
+    return float(np.linalg.norm(r))
 
 
 def fingertip_gaps(
-    model: mujoco.MjModel, leader: int, chain: dict[int, tuple[int, int]], lo: float, hi: float
+    model: mujoco.MjModel,
+    leader: int,
+    chain: dict[int, tuple[int, int]],
+    lo: float,
+    hi: float,
+    linkage: list[int] | None = None,
 ) -> tuple[float | None, float | None]:
     """Fingertip gap (m) with the leader at ``lo`` and at ``hi`` (None where no geom allows the measure).
 
@@ -102,10 +153,12 @@ def fingertip_gaps(
     :param chain: the joints coupled to the leader (:func:`embodied_ws.sim.gripper` couplings)
     :param lo: the leader's lower end
     :param hi: the leader's upper end
+    :param linkage: passive joints closed by connect equalities (placed so the loops close)
     """
     data = mujoco.MjData(model)
     palm = int(model.body_parentid[model.jnt_bodyid[leader]])
-    finger_joints = [leader, *chain]
+    linkage = list(linkage or [])
+    finger_joints = [leader, *chain, *linkage]
     roots = sorted(
         {
             int(model.jnt_bodyid[j])
@@ -117,11 +170,11 @@ def fingertip_gaps(
             )
         }
     )
-    _pose(model, data, follower_qpos(model, leader, lo, chain))
+    _pose(model, data, follower_qpos(model, leader, lo, chain), linkage)
     tips = _tip_geoms(model, roots, palm, data)
     palm_geoms = [gi for gi in range(model.ngeom) if int(model.geom_bodyid[gi]) == palm]
     ends = []
     for q in (lo, hi):
-        _pose(model, data, follower_qpos(model, leader, q, chain))
+        _pose(model, data, follower_qpos(model, leader, q, chain), linkage)
         ends.append(data.geom_xpos.copy())
     return _gaps(tips, palm_geoms, ends)
