@@ -375,3 +375,21 @@ def test_linkage_closed_kinematically_as_in_simulation() -> None:
     assert close_loops(m, solved, ids) < 1e-6
     np.testing.assert_allclose(solved.qpos[adr], data.qpos[adr], atol=0.02)
     assert abs(data.qpos[m.jnt_qposadr[g.leader_id]] - g.closed) < 0.05 * g.stroke
+
+
+@pytest.mark.parametrize("robot", [str(MENAGERIE / "panda.xml"), str(SYNTH / "robotiq_arm.urdf")])
+def test_place_sets_followers_consistently(robot: str) -> None:
+    """``place``: the leader at the action's set-point and every joint equality satisfied (no constraint pull)."""
+    from embodied_ws.sim.gripper import place
+
+    r = load_robot(robot, gripper="action")
+    (g,) = r.grippers
+    m = r.model
+    for action in (-1.0, 0.3, 1.0):
+        q = place(m, r.home_qpos, g, action)
+        assert q[m.jnt_qposadr[g.leader_id]] == pytest.approx(g.set_point(action))
+        data = mujoco.MjData(m)
+        data.qpos[:] = q
+        mujoco.mj_forward(m, data)
+        rows = [i for i in range(data.nefc) if data.efc_type[i] == mujoco.mjtConstraint.mjCNSTR_EQUALITY]
+        assert rows and np.abs(data.efc_pos[rows]).max() < 1e-9

@@ -37,7 +37,7 @@ import mujoco
 import numpy as np
 
 from embodied_ws.core.errors import ModelError
-from embodied_ws.sim.gripper_geometry import fingertip_gaps, follower_qpos, in_subtree
+from embodied_ws.sim.gripper_geometry import close_loops, fingertip_gaps, follower_qpos, in_subtree
 
 _OBJ = mujoco.mjtObj
 _MOVABLE = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
@@ -344,6 +344,27 @@ def _mapped(
         gap_closed=gap_c,
         gap_open=gap_o,
     )
+
+
+def place(model: mujoco.MjModel, qpos: np.ndarray, gripper: Gripper, action: float) -> np.ndarray:
+    """``qpos`` with the gripper at ``action`` (-1 closed, +1 open): the leader at its set-point, followers
+    where their joint equalities put them, linkage joints closing their loops (for resets and scripted
+    grasps, so an episode does not start with the constraints pulling the fingers together).
+
+    :param model: the model the gripper was detected in (or one with the same joints)
+    :param qpos: a full configuration; a modified copy is returned
+    :param gripper: a drivable gripper
+    :param action: in [-1, 1]
+    """
+    leader = gripper.leader_id
+    chain = _couplings(model, leader)
+    data = mujoco.MjData(model)
+    data.qpos[:] = qpos
+    for j, v in follower_qpos(model, leader, float(gripper.set_point(action)), chain).items():
+        data.qpos[model.jnt_qposadr[j]] = v
+    linkage = [mujoco.mj_name2id(model, _OBJ.mjOBJ_JOINT, n) for n in gripper.linkage]
+    close_loops(model, data, [j for j in linkage if j >= 0])
+    return data.qpos.copy()
 
 
 def require_drivable(grippers: list[Gripper], where: str) -> list[Gripper]:
