@@ -18,6 +18,10 @@ from the tools' sources and the similarity stage only): the parts not written fr
 figure for logs from repositories nobody here has read.
 
 ``heldout_top1`` is the old single-split figure (shipped model, built from ``dev``), for comparison.
+``--llm GGUF`` also measures the LLM stage (``assistant/llm_classify.py``) on the unsure logs: the model picks
+one id or "none" from the error lines, template matches and top-3 candidates (``llm_on_unsure``: asked,
+right before/after, pooled top-1 after). With the tests' tiny GGUF this checks the plumbing only; on a GPU
+workstation run it with the real model (e.g. ``bench/triage_accuracy.py --llm ~/.cache/embodied_ws/<model>.gguf``).
 ``--write-calibration`` stores the curves fitted on all cross-validated scores in the package.
 """
 
@@ -30,7 +34,13 @@ from pathlib import Path
 
 from embodied_ws.assistant.calibration import CALIBRATION_FILE, DEFAULT_THRESHOLD, IDENTITY
 from embodied_ws.assistant.corpus import CorpusLog, read_corpus
-from embodied_ws.assistant.crossval import cross_validate, final_calibration, summary, without_rule_patterns
+from embodied_ws.assistant.crossval import (
+    cross_validate,
+    final_calibration,
+    llm_on_unsure,
+    summary,
+    without_rule_patterns,
+)
 from embodied_ws.assistant.rules import builtin_rules
 from embodied_ws.assistant.sources import read_chunks
 from embodied_ws.assistant.triage import Triage
@@ -65,6 +75,7 @@ def main() -> None:
     parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD, help="unsure below this confidence")
     parser.add_argument("--write-calibration", action="store_true", help="store the fitted curves in the package")
     parser.add_argument("--misses", action="store_true", help="list the cross-validation misses")
+    parser.add_argument("--llm", type=Path, metavar="GGUF", help="also measure the LLM stage on the unsure logs")
     args = parser.parse_args()
     corpus = read_corpus(args.corpus)
     scored = cross_validate(corpus, args.folds)
@@ -76,6 +87,13 @@ def main() -> None:
     out["heldout_top1"] = share([ranked_ids(r, True)[:1] == [r.id] for r in held])
     out["heldout_logs"] = len(held)
     out["note"] = NOTE
+    if args.llm:
+        from embodied_ws.assistant.llm import load_llm
+
+        llm = load_llm(args.llm)
+        out["llm_on_unsure"] = {"model": args.llm.name, "plan": llm.describe()}
+        out["llm_on_unsure"] |= llm_on_unsure(corpus, scored, llm, args.threshold, args.folds)
+        llm.close()
     if args.misses:
         out["misses"] = [
             {"file": str(s.log.path.relative_to(args.corpus)), "want": s.log.id, "got": s.ids[:3],

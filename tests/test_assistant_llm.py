@@ -134,6 +134,7 @@ def test_doctor_llm_with_tiny_model(cli, tiny: Path) -> None:
     out = json.loads(proc.stdout)
     assert out["findings"][0]["id"] == "cuda.library-missing"
     assert out["llm"]["n_gpu_layers"] == 0 and "CPU" in out["llm"]["plan"] and out["llm"]["prompt_tokens"] > 0
+    assert out["unsure"] is False and out["llm"]["verdict"] is None  # a sure answer asks the model for no pick
 
 
 def test_planner_shape_dataclass_is_frozen() -> None:

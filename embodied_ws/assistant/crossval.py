@@ -142,3 +142,38 @@ def summary(scored: list[Scored], threshold: float) -> dict[str, object]:
 def final_calibration(scored: list[Scored], threshold: float) -> Calibration:
     """The calibration to ship: curves fitted on every fold's cross-validated scores."""
     return fit(calibration_pairs(scored), threshold)
+
+
+def llm_on_unsure(
+    corpus: list[CorpusLog], scored: list[Scored], llm: object, threshold: float, k: int = 5
+) -> dict[str, object]:
+    """The LLM stage measured on the cross-validation: every log whose calibrated top-1 confidence is below
+    ``threshold`` is given to the model (its fold's similarity model, as when it was scored); the model's
+    id replaces the first answer, "none" keeps it. Returns counts before and after."""
+    from embodied_ws.assistant.llm_classify import classify
+
+    rules = builtin_rules()
+    rankers: dict[int, SimilarityRanker] = {}
+    asked = right_before = right_after = said_none = 0
+    for s in scored:
+        if s.confidence >= threshold:
+            continue
+        if s.fold not in rankers:
+            train = [r for r in corpus if fold_of(r.repo, k) != s.fold]
+            rankers[s.fold] = SimilarityRanker([(e["id"], e["doc"]) for e in build_examples(train, rules)])
+        t = Triage(rules, ranker=rankers[s.fold], calibration=IDENTITY)
+        for chunk in read_chunks(str(s.log.path)):
+            t.feed(chunk)
+        v = classify(llm, t, t.findings(alternatives=3))
+        asked += 1
+        said_none += v.id is None
+        right_before += s.right
+        right_after += (v.id or (s.ids[0] if s.ids else None)) == s.log.id
+    total_right = sum(x.right for x in scored)
+    return {
+        "asked": asked,
+        "said_none": said_none,
+        "right_before": right_before,
+        "right_after": right_after,
+        "cv_top1_pooled_after": round((total_right - right_before + right_after) / len(scored), 3),
+    }

@@ -58,12 +58,21 @@ def triage_source(source: str, rule_files: list[Path] | None = None) -> tuple[Tr
 ANSWER_TOKENS = 768
 
 
-def explain_with_llm(findings: list[Finding], tail: list[str], model: Path, question: str = "") -> dict[str, Any]:
-    """Ask the local model about the log; returns the plan, the answer and the (hidden) reasoning."""
+def explain_with_llm(
+    findings: list[Finding], tail: list[str], model: Path, question: str = "", unsure: Triage | None = None
+) -> dict[str, Any]:
+    """Ask the local model about the log; returns the plan, the answer and the (hidden) reasoning.
+
+    :param unsure: the triage of a log whose answer is "unsure": the model first picks one taxonomy id or
+        "none" from its error lines, template matches and top-3 candidates (``verdict``, see
+        :mod:`embodied_ws.assistant.llm_classify`)
+    """
     from embodied_ws.assistant.llm import load_llm, split_think
+    from embodied_ws.assistant.llm_classify import classify
     from embodied_ws.assistant.prompt import error_excerpts, pack_context
 
     llm = load_llm(model)
+    verdict = classify(llm, unsure, findings).to_dict() if unsure is not None else None
     excerpts = error_excerpts(tail, is_error_line) or ["\n".join(tail[-15:])]
     budget = llm.prompt_budget(ANSWER_TOKENS)
     packed = pack_context(question, findings, excerpts, budget=budget, count=llm.count_tokens)
@@ -78,6 +87,7 @@ def explain_with_llm(findings: list[Finding], tail: list[str], model: Path, ques
         "prompt_tokens": packed.tokens,
         "answer": parts.answer,
         "think": parts.think,
+        "verdict": verdict,
     }
 
 
@@ -122,6 +132,8 @@ def render_text(
             out += [f"   fix: {x}" for x in r.fix]
             out += [f"   verify: {x}" for x in r.verify]
     if llm:
+        if llm.get("verdict"):
+            out.append(f"\nLLM pick for this unsure log: {llm['verdict']['id'] or 'none of the known causes'}")
         out.append(f"\nLLM ({llm['plan']}):")
         if llm["think"]:
             out.append(f"  [reasoning hidden: {len(llm['think'])} characters; --json shows it]")
@@ -139,7 +151,7 @@ def run(source: str, as_json: bool, use_llm: bool, model: Path | None, rule_file
     if use_llm:
         from embodied_ws.assistant.download import default_model_path
 
-        llm = explain_with_llm(findings, tail, model or default_model_path())
+        llm = explain_with_llm(findings, tail, model or default_model_path(), unsure=t if unsure else None)
     if as_json:
         out = {"findings": [f.to_dict() for f in findings], "llm": llm, "lines": t.lines}
         out |= {"error_lines": t.errors.n_error, "warning_lines": t.errors.n_warn}

@@ -212,6 +212,10 @@ class Triage:
             f.confidence = self.calibration.apply(f.raw, f.stage, rank)
         return out
 
+    def template_matches(self) -> list[tuple[str, str]]:
+        """``(tool, taxonomy id)`` of every tool template that matched, strongest first."""
+        return [(tool, tid) for tid, (_c, tool) in sorted(self._templates.items(), key=lambda kv: -kv[1][0])]
+
     def template_family(self) -> str | None:
         """The family of the strongest tool template that matched (harmless-noise ones only in a log with
         no error line), or None."""
