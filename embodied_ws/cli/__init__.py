@@ -21,6 +21,7 @@ from embodied_ws.core.errors import EXIT_ENV_LOST, EXIT_USER_ERROR, EnvLost, Use
 VERB_MODULES: tuple[str, ...] = (
     "training",
     "robot",
+    "task",
     "assist",
     "scale",
     "sysid",

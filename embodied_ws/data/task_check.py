@@ -1,0 +1,258 @@
+"""``embodied-ws task check ROBOT TASK``: will this task learn? Checks on short rollouts, before any training.
+
+Random actions drive the env as the run would build it (the preset's action mode, DR and episode length);
+the task's scripted expert (:data:`~embodied_ws.data.expert.EXPERTS`, or the expert of the built-in task it
+subclasses) drives an absolute-action copy with the same episode length. From those episodes:
+
+- **reward terms**: every named term is non-zero somewhere (a term that never fires shapes nothing);
+- **success**: the expert meets the success test (its success rate over the seeds);
+- **reward vs success**: the expert out-scores random actions, successful episodes out-score failed ones and
+  the reward at success steps is above the reward at failing steps (the reward's best point is success);
+- **observations**: every entry is finite (NaN/inf is blocking) and its range (reported; a huge one warned);
+- **grip**: for a task with an object (a free body) and ``task.gripper: action``, the gripper closes on the
+  object and holds it against gravity (:mod:`embodied_ws.sim.grip_hold`): slip and friction margin;
+- **episode length**: the steps the expert needs to succeed, and the time its joint travel takes at the arm's
+  measured joint speeds (:meth:`~embodied_ws.sim.robot.Robot.dynamics`), against the episode's steps.
+
+Each finding is one line with its fix; a ``block`` finding means the task cannot learn as written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from embodied_ws.config.loader import load_config, load_dr
+from embodied_ws.data.task_findings import (
+    MARGIN_WARN,
+    Finding,
+    Rollouts,
+    check_episode_length,
+    check_observations,
+    check_reward_vs_success,
+    check_success,
+    check_terms,
+)
+from embodied_ws.policy.rollout import Step, rollout
+
+
+@dataclass
+class TaskCheck:
+    """Every finding of a check and what was measured."""
+
+    robot: str
+    task: str
+    findings: list[Finding]
+    measured: dict[str, Any]
+
+    @property
+    def blocking(self) -> bool:
+        """Whether any finding blocks learning."""
+        return any(f.level == "block" for f in self.findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "robot": self.robot,
+            "task": self.task,
+            "blocking": self.blocking,
+            "findings": [
+                {"check": f.check, "level": f.level, "message": f.message, "fix": f.fix, "line": f.line()}
+                for f in self.findings
+            ],
+            "measured": self.measured,
+        }
+
+
+class RandomActions:
+    """Uniform random actions in [-1, 1] (what an untrained policy explores)."""
+
+    def __init__(self, nu: int, seed: int) -> None:
+        self.nu = nu
+        self.rng = np.random.default_rng(seed)
+
+    def act(self, obs: Any = None) -> np.ndarray:
+        """A fresh uniform action."""
+        return self.rng.uniform(-1.0, 1.0, self.nu)
+
+
+def expert_for(name: str, task: Any) -> type | None:
+    """The scripted expert of task ``name``: registered under that name, else the expert of the built-in task
+    the task's class derives from (a plugin subclassing ``reach`` gets the reach expert); None when none."""
+    from embodied_ws.data.expert import EXPERTS
+    from embodied_ws.sim.tasks import TASKS
+
+    if name in EXPERTS:
+        return EXPERTS.get(name)
+    builtin = {TASKS.get(n): n for n in TASKS.names()}
+    for cls in type(task).__mro__:
+        if cls in builtin and builtin[cls] in EXPERTS:
+            return EXPERTS.get(builtin[cls])
+    return None
+
+
+def run_episodes(env: Any, actor: Any, seeds: list[int]) -> Rollouts:
+    """Roll ``actor`` out in ``env`` once per seed, keeping rewards, terms, success and the task's observations."""
+    out = Rollouts()
+    for seed in seeds:
+        _episode(env, actor, seed, out)
+    return out
+
+
+def _episode(env: Any, actor: Any, seed: int, out: Rollouts) -> None:
+    robot, n_task = env.core.robot, env.core.task.obs_dim
+    first: list[int] = []
+    reached: list[np.ndarray] = []
+    q0: list[np.ndarray] = []
+
+    def seen(env_: Any, obs: Any) -> Any:
+        if not q0:
+            q0.append(env_.data.qpos[robot.qpos_idx].copy())
+        return obs
+
+    def keep(step: Step) -> None:
+        out.rewards.append(step.reward)
+        ok = bool(step.info.get("is_success", False))
+        out.step_success.append(ok)
+        for k, v in step.info.get("reward_terms", {}).items():
+            out.terms.setdefault(k, []).append(float(v))
+        out.obs.append(np.asarray(step.observation, dtype=float).ravel()[:n_task])
+        if ok and not first:
+            first.append(step.index)
+            reached.append(env.data.qpos[robot.qpos_idx].copy())
+
+    episode = rollout(env, actor, seed, observe=seen, on_step=keep, max_steps=env.core.episode_steps)
+    end = reached[0] if reached else env.data.qpos[robot.qpos_idx].copy()
+    out.travel.append(np.abs(end - q0[0]))
+    out.returns.append(episode.total_return)
+    out.success.append(episode.success)
+    out.first_success.append(first[0] if first else None)
+
+
+def check_grip(env: Any) -> tuple[list[Finding], dict[str, Any]]:
+    """The gripper holds the task's object (:mod:`embodied_ws.sim.grip_hold`); skipped without a driven gripper
+    and an object (a ``object_body`` attribute of the task, else the first free body of the scene)."""
+    import mujoco
+
+    from embodied_ws.sim.grip_hold import CREEP_WARN, free_bodies, grip_hold
+    from embodied_ws.sim.gripper import place
+
+    robot, core = env.core.robot, env.core
+    model = robot.model
+    obj = getattr(core.task, "object_body", None) or next(iter(free_bodies(model)), None)
+    if not robot.grippers or not robot.gripper_actuators:
+        why = "the gripper is held (task.gripper: held)" if robot.grippers else "the robot has no gripper"
+        return [Finding("grip", "skip", f"no object/gripper: {why}")], {}
+    if obj is None:
+        return [Finding("grip", "skip", "no object/gripper: the task's scene has no free body to hold")], {}
+    qpos = robot.home_qpos.copy()
+    for g in robot.grippers:
+        qpos = place(model, qpos, g, 1.0)  # open, followers and linkages where the constraints put them
+    hold = core.hold_action(qpos)
+    opened, closed = hold.copy(), hold.copy()
+    opened[robot.gripper_actuators], closed[robot.gripper_actuators] = 1.0, -1.0
+    joints = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, n) for g in robot.grippers for n in g.joints]
+    try:
+        res = grip_hold(
+            model,
+            qpos,
+            core.ctrl_mid + core.ctrl_half * opened,
+            core.ctrl_mid + core.ctrl_half * closed,
+            [j for j in joints if j >= 0],
+            obj,
+        )
+    except ValueError as exc:
+        return [Finding("grip", "skip", f"no object/gripper: {exc}")], {}
+    contact = "" if res.normal_force_n > 0 else ", no finger contact at the end"
+    text = (
+        f"{obj!r}: slip {1000 * res.slip_m:.1f} mm over the hold, friction margin {res.margin:.2f} "
+        f"(mu {res.friction:.2f} x normal {res.normal_force_n:.3g} N / weight {res.weight_n:.3g} N{contact})"
+    )
+    if not res.held:
+        return [
+            Finding(
+                "grip",
+                "block",
+                f"the gripper drops {text}",
+                "raise fingertip/object friction, the gripper force, or size the object for the gripper's stroke",
+            )
+        ], res.to_dict()
+    if res.margin < MARGIN_WARN or res.slip_m > CREEP_WARN:
+        what = "creeps" if res.slip_m > CREEP_WARN else f"holds with a friction margin under {MARGIN_WARN}"
+        fix = "raise fingertip friction or the gripper force so DR of mass and friction cannot make it slip"
+        return [Finding("grip", "warn", f"the gripper {what}: {text}", fix)], res.to_dict()
+    return [Finding("grip", "ok", f"held: {text}")], res.to_dict()
+
+
+def joint_speeds(core: Any) -> np.ndarray:
+    """Per actuator, the fastest its joint moves in a run: the arm's measured speed (:meth:`~embodied_ws.sim.
+    robot.Robot.dynamics`), or the set-point speed of delta actions where that is slower (NaN: unknown)."""
+    speeds = np.asarray(core.robot.dynamics().measured_speeds(), dtype=float)
+    bound = np.where(core.delta_actuators, np.broadcast_to(core.delta_scale, speeds.shape) * core.ctrl_half, np.inf)
+    bound = bound / core.control_dt
+    return np.where(np.isfinite(speeds), np.minimum(speeds, bound), np.where(np.isfinite(bound), bound, np.nan))
+
+
+def task_check(
+    robot: str,
+    task: str,
+    config: str = "reach",
+    overrides: list[str] | None = None,
+    episodes: int = 4,
+    seed: int = 0,
+    dr: str = "none",
+) -> TaskCheck:
+    """Run every check of this module on ``task`` over ``robot`` (module docstring).
+
+    :param robot: robot name or model path
+    :param task: task name, ``module:attr`` path or entry-point name
+    :param config: the run preset (``reach``) or YAML whose ``env``/``task`` sections the run would use
+    :param overrides: ``key=value`` settings applied after ``env.robot``/``env.task``
+    :param episodes: episodes per actor (random, expert)
+    :param seed: seed of the first episode
+    :param dr: domain randomization preset for the rollouts (``none``: the nominal model)
+    :raises UserError: bad robot, task or settings (one line)
+    """
+    from embodied_ws.sim.core import build_robot
+    from embodied_ws.sim.env import RobotEnv
+
+    sets = [f"env.robot={robot}", f"env.task={task}", *(overrides or []), f"dr={dr}"]
+    cfg = load_config(config, sets)
+    spec = load_dr(cfg.dr)
+    loaded = build_robot(cfg)
+    env = RobotEnv(cfg, spec, seed=seed, robot=loaded)
+    seeds = list(range(seed, seed + episodes))
+    random = run_episodes(env, RandomActions(loaded.nu, seed), seeds)
+    findings: list[Finding] = []
+    expert_cls = expert_for(task, env.core.task)
+    expert = None
+    if expert_cls is not None:
+        steps = env.core.episode_steps
+        expert_cfg = load_config(config, [*sets, "env.action_mode=absolute", f"env.episode_steps={steps}"])
+        expert_env = RobotEnv(expert_cfg, spec, seed=seed, robot=loaded)
+        expert = run_episodes(expert_env, expert_cls(expert_env), seeds)
+    findings += check_terms(random, expert)
+    findings += check_success(random, expert, task)
+    findings += check_reward_vs_success(random, expert)
+    obs_findings, ranges = check_observations([random] + ([expert] if expert else []), env.core.task.obs_names())
+    findings += obs_findings
+    env.reset(seed=seed)
+    grip, grip_measured = check_grip(env)
+    findings += grip
+    length, length_measured = check_episode_length(
+        expert, env.core.episode_steps, env.core.control_dt, joint_speeds(env.core)
+    )
+    findings += length
+    measured = {
+        "episodes": episodes,
+        "random": {"returns": random.returns, "success_rate": float(np.mean(random.success))},
+        "expert": None
+        if expert is None
+        else {"returns": expert.returns, "success_rate": float(np.mean(expert.success))},
+        "observation_ranges": ranges,
+        "grip": grip_measured,
+        "episode_length": length_measured,
+    }
+    return TaskCheck(loaded.name, task, findings, measured)
