@@ -18,12 +18,23 @@ from embodied_ws.sim.grip_hold import SLIP_LIMIT, free_bodies, grip_hold
 BROKEN = """
 import numpy as np
 from embodied_ws.sim.tasks.reach import ReachTask
+from embodied_ws.sim.tasks.swingup import SwingUpTask
 
 
 class NeverFires(ReachTask):
     def evaluate(self, qpos, qvel, sensordata, goal, action):
         reward, success, terms = super().evaluate(qpos, qvel, sensordata, goal, action)
         return reward, success, {**terms, "grasp": np.zeros(len(reward))}
+
+
+class RareEvent(NeverFires):
+    event_terms = ("grasp",)  # a rare-event term may stay 0 in the check's few episodes
+
+
+class QuietSwing(SwingUpTask):
+    def evaluate(self, qpos, qvel, sensordata, goal, action):
+        reward, success, terms = super().evaluate(qpos, qvel, sensordata, goal, action)
+        return reward, success, {**terms, "never": np.zeros(len(reward))}
 
 
 class Unreachable(ReachTask):
@@ -125,6 +136,11 @@ def _blocks(report: dict, check: str) -> list[str]:
 def test_reach_on_arm3_passes(capsys: pytest.CaptureFixture[str]) -> None:
     code, lines, report = _check(capsys, "arm3", "reach")
     assert code == 0 and not report["blocking"], lines
+    assert lines[0] == "ok: reward terms: distance, velocity, precision fire under random actions"
+    assert (
+        "note: reward terms: term 'success' fires only under the expert (sparse: random exploration never sees it)"
+        in lines
+    )
     levels = {f["check"]: f["level"] for f in report["findings"]}
     assert levels["success"] == levels["reward vs success"] == levels["observations"] == "ok", lines
     assert levels["episode length"] == "ok" and levels["grip"] == "skip", lines
@@ -142,6 +158,17 @@ def test_a_reward_term_that_never_fires_blocks(capsys: pytest.CaptureFixture[str
     assert line.startswith("block: reward terms: term 'grasp' is 0 at every one of 100 random and 100 expert steps")
     assert "; fix: " in line and line in lines
     assert _blocks(report, "success") == [] and _blocks(report, "reward vs success") == []
+
+
+def test_a_quiet_term_is_a_note_when_listed_and_a_warning_without_an_expert(
+    capsys: pytest.CaptureFixture[str], broken_module: str
+) -> None:
+    code, lines, report = _check(capsys, "arm3", f"{broken_module}:RareEvent")
+    assert code == 0 and "note: reward terms: event term 'grasp' stayed 0 over 100 random and 100 expert steps" in lines
+    code, lines, report = _check(capsys, "cartpole", f"{broken_module}:QuietSwing", "--config", "cartpole")
+    (warn,) = [f["line"] for f in report["findings"] if f["level"] == "warn"]
+    assert warn.startswith("warn: reward terms: term 'never' is 0 at every one of 500 random steps and there is no")
+    assert code == 0 and warn in lines  # without an expert a sparse term and a dead one look alike: not blocking
 
 
 def test_a_success_the_expert_cannot_reach_blocks(capsys: pytest.CaptureFixture[str], broken_module: str) -> None:

@@ -79,13 +79,16 @@ class RandomActions:
 
 
 def expert_for(name: str, task: Any) -> type | None:
-    """The scripted expert of task ``name``: registered under that name, else the expert of the built-in task
-    the task's class derives from (a plugin subclassing ``reach`` gets the reach expert); None when none."""
+    """The scripted expert of task ``name``: the one registered under that name; for a task from outside this
+    repository without one, the expert of the built-in task its class derives from (a plugin subclassing
+    ``reach`` gets the reach expert). None when there is none."""
     from embodied_ws.data.expert import EXPERTS
     from embodied_ws.sim.tasks import TASKS
 
     if name in EXPERTS:
         return EXPERTS.get(name)
+    if TASKS.is_builtin(name):
+        return None  # a built-in task without its own expert does not borrow its base class's
     builtin = {TASKS.get(n): n for n in TASKS.names()}
     for cls in type(task).__mro__:
         if cls in builtin and builtin[cls] in EXPERTS:
@@ -233,7 +236,7 @@ def task_check(
         expert_cfg = load_config(config, [*sets, "env.action_mode=absolute", f"env.episode_steps={steps}"])
         expert_env = RobotEnv(expert_cfg, spec, seed=seed, robot=loaded)
         expert = run_episodes(expert_env, expert_cls(expert_env), seeds)
-    findings += check_terms(random, expert)
+    findings += check_terms(random, expert, tuple(getattr(env.core.task, "event_terms", ())))
     findings += check_success(random, expert, task)
     findings += check_reward_vs_success(random, expert)
     obs_findings, ranges = check_observations([random] + ([expert] if expert else []), env.core.task.obs_names())

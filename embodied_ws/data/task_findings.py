@@ -54,44 +54,38 @@ class Rollouts:
         return len(self.rewards)
 
 
-def check_terms(random: Rollouts, expert: Rollouts | None) -> list[Finding]:
-    """Every reward term fires somewhere; terms that only the expert makes fire are sparse."""
+def check_terms(random: Rollouts, expert: Rollouts | None, event_terms: tuple[str, ...] = ()) -> list[Finding]:
+    """Every reward term fires somewhere. A term that neither random actions nor the expert make fire blocks;
+    without an expert it is a warning (a sparse term and a dead one look alike); a term the task names in
+    ``event_terms`` (a penalty for a rare event: the object leaving the table) may stay 0 (a note)."""
+    check = "reward terms"
     names = list(dict.fromkeys([*random.terms, *(expert.terms if expert else {})]))
     found: list[Finding] = []
-    fired = {}
+    quiet = []
     for name in names:
         r = np.abs(np.asarray(random.terms.get(name, [0.0])))
         e = np.abs(np.asarray(expert.terms.get(name, [0.0]))) if expert else np.zeros(1)
-        fired[name] = (bool((r > FIRE_EPS).any()), bool((e > FIRE_EPS).any()))
+        in_random, in_expert = bool((r > FIRE_EPS).any()), bool((e > FIRE_EPS).any())
         where = f"{random.steps} random" + (f" and {expert.steps} expert" if expert else "") + " steps"
-        if not any(fired[name]):
-            found.append(
-                Finding(
-                    "reward terms",
-                    "block",
-                    f"term {name!r} is 0 at every one of {where}",
-                    "it shapes nothing: fix its condition or weight (task.*), or drop it",
-                )
-            )
-        elif not fired[name][0] and expert is None:
-            found.append(
-                Finding(
-                    "reward terms",
-                    "warn",
-                    f"term {name!r} never fires under random actions and there is no scripted expert to show it can",
-                    "register an expert in embodied_ws.data.expert.EXPERTS, or make the term dense",
-                )
-            )
-        elif not fired[name][0]:
-            found.append(
-                Finding(
-                    "reward terms",
-                    "note",
-                    f"term {name!r} fires only under the expert (sparse: random exploration never sees it)",
-                )
-            )
-    if names and all(any(v) for v in fired.values()):
-        found.append(Finding("reward terms", "ok", f"{', '.join(names)} all fire"))
+        if in_random:
+            continue
+        quiet.append(name)
+        if in_expert:
+            found.append(Finding(check, "note", f"term {name!r} fires only under the expert (sparse: random "
+                                 "exploration never sees it)"))  # fmt: skip
+        elif name in event_terms:
+            found.append(Finding(check, "note", f"event term {name!r} stayed 0 over {where}"))
+        elif expert is None:
+            fix = "register an expert (embodied_ws.data.expert.EXPERTS), make it denser, or list it in event_terms"
+            found.append(Finding(check, "warn", f"term {name!r} is 0 at every one of {where} and there is no "
+                                 "scripted expert to show it can fire", fix))  # fmt: skip
+        else:
+            found.append(Finding(check, "block", f"term {name!r} is 0 at every one of {where}", "it shapes "
+                                 "nothing: fix its condition or weight (task.*), drop it, or list a rare-event "
+                                 "penalty in the task's event_terms"))  # fmt: skip
+    fire = [n for n in names if n not in quiet]
+    if fire:
+        found.insert(0, Finding(check, "ok", f"{', '.join(fire)} fire under random actions"))
     return found
 
 
