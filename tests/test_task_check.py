@@ -37,6 +37,13 @@ class QuietSwing(SwingUpTask):
         return reward, success, {**terms, "never": np.zeros(len(reward))}
 
 
+class Crashes(ReachTask):
+    def evaluate(self, qpos, qvel, sensordata, goal, action):
+        if np.abs(qvel).sum() > 1e-3:  # fine at the plugin smoke check, raises once the arm moves
+            raise ZeroDivisionError("division by zero")
+        return super().evaluate(qpos, qvel, sensordata, goal, action)
+
+
 class Unreachable(ReachTask):
     def evaluate(self, qpos, qvel, sensordata, goal, action):
         reward, success, terms = super().evaluate(qpos, qvel, sensordata, goal, action)
@@ -218,6 +225,15 @@ def test_bad_task_name_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["task", "check", "arm3", "no_such_task"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown task 'no_such_task'" in err[0]
+
+
+def test_a_task_raising_mid_episode_is_one_line(capsys: pytest.CaptureFixture[str], broken_module: str) -> None:
+    assert main(["task", "check", "arm3", f"{broken_module}:Crashes", "--episodes", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"error: env.task: task '{broken_module}:Crashes' failed under random actions: "
+        "ZeroDivisionError: division by zero"
+    ]
 
 
 def _grip_arm(tmp_path: Path, mu: float, force: float) -> Path:

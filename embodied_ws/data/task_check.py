@@ -19,12 +19,15 @@ Each finding is one line with its fix; a ``block`` finding means the task cannot
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from embodied_ws.config.loader import load_config, load_dr
+from embodied_ws.core.errors import UserError
+from embodied_ws.core.registry import error_line
 from embodied_ws.data.task_findings import (
     MARGIN_WARN,
     Finding,
@@ -121,7 +124,8 @@ def _episode(env: Any, actor: Any, seed: int, out: Rollouts) -> None:
         out.step_success.append(ok)
         for k, v in step.info.get("reward_terms", {}).items():
             out.terms.setdefault(k, []).append(float(v))
-        out.obs.append(np.asarray(step.observation, dtype=float).ravel()[:n_task])
+        state = step.observation["state"] if isinstance(step.observation, dict) else step.observation
+        out.obs.append(np.asarray(state, dtype=float).ravel()[:n_task])
         if ok and not first:
             first.append(step.index)
             reached.append(env.data.qpos[robot.qpos_idx].copy())
@@ -189,6 +193,16 @@ def check_grip(env: Any) -> tuple[list[Finding], dict[str, Any]]:
     return [Finding("grip", "ok", f"held: {text}")], res.to_dict()
 
 
+def _guarded[T](task: str, actor: str, fn: Callable[[], T]) -> T:
+    """``fn()``; an error raised by the task's (or the expert's) code is one line naming the task."""
+    try:
+        return fn()
+    except UserError:
+        raise
+    except Exception as exc:  # the user's task code: its error is reported in one line
+        raise UserError(f"task {task!r} failed under {actor}: {error_line(exc)}", "env.task") from None
+
+
 def joint_speeds(core: Any) -> np.ndarray:
     """Per actuator, the fastest its joint moves in a run: the arm's measured speed (:meth:`~embodied_ws.sim.
     robot.Robot.dynamics`), or the set-point speed of delta actions where that is slower (NaN: unknown)."""
@@ -221,13 +235,14 @@ def task_check(
     from embodied_ws.sim.core import build_robot
     from embodied_ws.sim.env import RobotEnv
 
-    sets = [f"env.robot={robot}", f"env.task={task}", *(overrides or []), f"dr={dr}"]
+    # the checks read the state observation: no camera rendering
+    sets = [f"env.robot={robot}", f"env.task={task}", *(overrides or []), f"dr={dr}", "env.camera_obs=false"]
     cfg = load_config(config, sets)
     spec = load_dr(cfg.dr)
     loaded = build_robot(cfg)
     env = RobotEnv(cfg, spec, seed=seed, robot=loaded)
     seeds = list(range(seed, seed + episodes))
-    random = run_episodes(env, RandomActions(loaded.nu, seed), seeds)
+    random = _guarded(task, "random actions", lambda: run_episodes(env, RandomActions(loaded.nu, seed), seeds))
     findings: list[Finding] = []
     expert_cls = expert_for(task, env.core.task)
     expert = None
@@ -235,7 +250,7 @@ def task_check(
         steps = env.core.episode_steps
         expert_cfg = load_config(config, [*sets, "env.action_mode=absolute", f"env.episode_steps={steps}"])
         expert_env = RobotEnv(expert_cfg, spec, seed=seed, robot=loaded)
-        expert = run_episodes(expert_env, expert_cls(expert_env), seeds)
+        expert = _guarded(task, "the scripted expert", lambda: run_episodes(expert_env, expert_cls(expert_env), seeds))
     findings += check_terms(random, expert, tuple(getattr(env.core.task, "event_terms", ())))
     findings += check_success(random, expert, task)
     findings += check_reward_vs_success(random, expert)
