@@ -48,9 +48,21 @@ MODEL_PARAMS = {
 }
 
 
+#: contact terms, tested on the push task's scene (tests/test_push.py: CONTACT)
+CONTACT_PARAMS = {
+    "object_mass",
+    "object_size",
+    "object_friction",
+    "table_friction",
+    "fingertip_friction",
+    "contact_solref",
+    "contact_solimp",
+}
+
+
 def test_every_registered_parameter_is_tested() -> None:
     env_params = {"action_latency", "obs_latency", "action_noise", "obs_noise"}
-    assert set(APPLIERS.names()) == set(MODEL_PARAMS) | env_params
+    assert set(APPLIERS.names()) == set(MODEL_PARAMS) | env_params | CONTACT_PARAMS
 
 
 @pytest.mark.parametrize("name", sorted(MODEL_PARAMS))

@@ -129,6 +129,20 @@ class TaskConfig:
         [-1, 1] (-1 closed, +1 open), mapped to its actuator's set-point, mimic followers following
         (:mod:`embodied_ws.sim.gripper`); a robot whose gripper cannot be driven that way is refused with
         one line naming its joints
+    :param object_size: push: edge of the cube (m); 0: sized for the gripper's stroke (0.7 × the open
+        fingertip gap, 2-6 cm), 5 cm for an arm without a gripper
+    :param object_mass: push: mass of the cube (kg)
+    :param object_yaw_noise: push: half-width of the cube's random start yaw (rad)
+    :param goal_min_distance: push: shortest cube-to-goal distance at the start of an episode (m)
+    :param goal_max_distance: push: longest cube-to-goal distance at the start of an episode (m)
+    :param push_gate: push: the ``push`` term pays only while the end effector is within this distance (m)
+        of the push pose behind the cube (the stage gate reach → push)
+    :param reach_weight: push: weight of ``1 - tanh(sharpness · |ee − push pose|)``
+    :param push_weight: push: weight of ``1 - tanh(sharpness · |cube − goal|)``, gated on ``push_gate``
+    :param goal_weight: push: weight of ``exp(-(|cube − goal| / success_threshold)²)``, steep near the goal
+    :param action_weight: push: weight of the ``-|action|²`` penalty
+    :param reward_sharpness: push: slope (1/m) of the tanh distance terms
+    :param off_table_penalty: push: reward per step once the cube has left the table (negative)
     """
 
     ee_body: str = ""
@@ -142,6 +156,18 @@ class TaskConfig:
     precision_weight: float = num(0.0, *WEIGHT)
     approach_speed: float = num(0.0, 0.0, 1000.0)
     gripper: Literal["held", "action"] = "held"
+    object_size: float = num(0.0, 0.0, 1.0)
+    object_mass: float = num(0.1, 0.0, 100.0, low_open=True)
+    object_yaw_noise: float = num(0.5, 0.0, 3.1416)
+    goal_min_distance: float = num(0.1, 0.0, 10.0)
+    goal_max_distance: float = num(0.25, 0.0, 10.0, low_open=True)
+    push_gate: float = num(0.05, 0.0, 10.0, low_open=True)
+    reach_weight: float = num(1.0, *WEIGHT)
+    push_weight: float = num(2.0, *WEIGHT)
+    goal_weight: float = num(1.0, *WEIGHT)
+    action_weight: float = num(0.01, *WEIGHT)
+    reward_sharpness: float = num(5.0, 0.0, 1e4, low_open=True)
+    off_table_penalty: float = num(-1.0, *WEIGHT)
 
 
 @dataclass

@@ -82,6 +82,58 @@ def _gravity(model: mujoco.MjModel) -> np.ndarray:
 _BODY, _GEOM, _JOINT = mujoco.mjtObj.mjOBJ_BODY, mujoco.mjtObj.mjOBJ_GEOM, mujoco.mjtObj.mjOBJ_JOINT
 _ACT, _LIGHT, _CAM = mujoco.mjtObj.mjOBJ_ACTUATOR, mujoco.mjtObj.mjOBJ_LIGHT, mujoco.mjtObj.mjOBJ_CAMERA
 
+# Contact terms: the objects a contact task adds (names from embodied_ws.sim.scene) and the robot's tool.
+_OBJECT, _TABLE, _EE_SENSOR = "scene_object", "scene_table", "embodied_ee_pos"
+
+
+def _not_named(prefixes: tuple[str, ...], obj: mujoco.mjtObj) -> Callable[[mujoco.MjModel, int], bool]:
+    def skip(model: mujoco.MjModel, i: int) -> bool:
+        return not (mujoco.mj_id2name(model, obj, i) or "").startswith(prefixes)
+
+    return skip
+
+
+def _not_tool(model: mujoco.MjModel, geom: int) -> bool:
+    """Skip every geom outside the end effector's subtree (the hand and its fingers)."""
+    sid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SENSOR, _EE_SENSOR)
+    if sid < 0:
+        return True
+    ee = int(model.site_bodyid[int(model.sensor_objid[sid])])
+    b = int(model.geom_bodyid[geom])
+    while b > 0 and b != ee:
+        b = int(model.body_parentid[b])
+    return b != ee or ee == 0
+
+
+def _box_inertia(model: mujoco.MjModel, body: int) -> None:
+    boxes = np.flatnonzero((model.geom_bodyid == body) & (model.geom_type == mujoco.mjtGeom.mjGEOM_BOX))
+    if boxes.size:
+        sx, sy, sz = model.geom_size[boxes[0]]
+        model.body_inertia[body] = (
+            model.body_mass[body] / 3.0 * np.array([sy * sy + sz * sz, sx * sx + sz * sz, sx * sx + sy * sy])
+        )
+
+
+def _tie_object_inertia(model: mujoco.MjModel, rows: np.ndarray, values: np.ndarray) -> None:
+    for body in rows:
+        _box_inertia(model, int(body))
+
+
+def _tie_cube_size(model: mujoco.MjModel, rows: np.ndarray, values: np.ndarray) -> None:
+    # a cube stays a cube: every half edge follows, and so do the bounds collision detection uses and the inertia
+    half = np.maximum(values[:, 0], 1e-4)
+    model.geom_size[rows] = half[:, None]
+    model.geom_rbound[rows] = np.sqrt(3.0) * half
+    model.geom_aabb[rows, 3:6] = half[:, None]
+    for body in set(model.geom_bodyid[rows].tolist()):
+        _box_inertia(model, int(body))
+
+
+def _tie_solimp(model: mujoco.MjModel, rows: np.ndarray, values: np.ndarray) -> None:
+    # dmin <= dmax, both inside (0, 1)
+    model.geom_solimp[rows, 0:2] = np.clip(np.sort(values, axis=1), 1e-4, 0.9999)
+
+
 # Physics (applied on every backend that exposes the model).
 APPLIERS.add("body_mass", FieldApplier(_col("body_mass"), _BODY, skip=_massless))
 APPLIERS.add("body_com", FieldApplier(_col("body_ipos"), _BODY, skip=_massless))
@@ -92,6 +144,28 @@ APPLIERS.add("joint_frictionloss", FieldApplier(_col("dof_frictionloss"), _JOINT
 APPLIERS.add("actuator_gain", FieldApplier(_col("actuator_gainprm", slice(0, 1)), _ACT, tied=_tie_position_bias))
 APPLIERS.add("actuator_forcerange", FieldApplier(_col("actuator_forcerange"), _ACT))
 APPLIERS.add("gravity", FieldApplier(_gravity, None))
+# Contact terms (contact tasks: embodied_ws.sim.scene's objects, the robot's tool geoms).
+_SCENE = (_OBJECT, _TABLE)
+APPLIERS.add(
+    "object_mass",
+    FieldApplier(_col("body_mass"), _BODY, skip=_not_named((_OBJECT,), _BODY), tied=_tie_object_inertia),
+)
+APPLIERS.add(
+    "object_size",
+    FieldApplier(_col("geom_size", slice(0, 1)), _GEOM, skip=_not_named((_OBJECT,), _GEOM), tied=_tie_cube_size),
+)
+APPLIERS.add(
+    "object_friction", FieldApplier(_col("geom_friction", slice(0, 1)), _GEOM, skip=_not_named((_OBJECT,), _GEOM))
+)
+APPLIERS.add(
+    "table_friction", FieldApplier(_col("geom_friction", slice(0, 1)), _GEOM, skip=_not_named((_TABLE,), _GEOM))
+)
+APPLIERS.add("fingertip_friction", FieldApplier(_col("geom_friction", slice(0, 1)), _GEOM, skip=_not_tool))
+APPLIERS.add("contact_solref", FieldApplier(_col("geom_solref", slice(0, 1)), _GEOM, skip=_not_named(_SCENE, _GEOM)))
+APPLIERS.add(
+    "contact_solimp",
+    FieldApplier(_col("geom_solimp", slice(0, 2)), _GEOM, skip=_not_named(_SCENE, _GEOM), tied=_tie_solimp),
+)
 # Visual (applied only when the env renders).
 APPLIERS.add("light_pos", FieldApplier(_col("light_pos"), _LIGHT, group="visual"))
 APPLIERS.add("light_diffuse", FieldApplier(_col("light_diffuse"), _LIGHT, group="visual"))

@@ -63,6 +63,8 @@ class Robot:
     generated_mjcf: str | None = None
     #: damping added per joint by ``env.servo_damping: auto`` (empty: the model's own physics)
     added_damping: dict[str, float] = field(default_factory=dict)
+    #: the MjSpec :attr:`model` was compiled from (contact tasks add their scene to a copy: :mod:`.scene`)
+    spec: mujoco.MjSpec | None = field(default=None, repr=False, compare=False)
     #: measured joint dynamics (:meth:`dynamics`), probed on first use
     _dynamics: Any = field(default=None, repr=False, compare=False)
 
@@ -268,6 +270,7 @@ def load_robot(
         grippers=grippers,
         gripper_actuators=list(gripper_act),
         generated_mjcf=generated,
+        spec=spec,
     )
 
 

@@ -1,0 +1,196 @@
+"""Push: slide a cube across a table to a goal (a contact task; no gripper needed, any arm).
+
+The table, the cube and the goal marker are added to the robot's scene from its own workspace
+(:mod:`embodied_ws.sim.scene`); start and goal spots are points the end effector reaches at pushing height.
+"""
+
+from __future__ import annotations
+
+from typing import override
+
+import mujoco
+import numpy as np
+
+from embodied_ws.config.schema import TaskConfig
+from embodied_ws.sim.robot import Robot
+from embodied_ws.sim.scene import GOAL, add_scene, cube_half_size
+from embodied_ws.sim.tasks.base import TASKS, Task, as_index
+
+_XYZ = ("x", "y", "z")
+
+
+def rot6d(quat: np.ndarray) -> np.ndarray:
+    """``(n, 6)``: the first two columns of the rotation matrix of unit quaternions ``(n, 4)`` (w, x, y, z),
+    a continuous orientation code (a quaternion's sign flips are not)."""
+    w, x, y, z = quat[:, 0], quat[:, 1], quat[:, 2], quat[:, 3]
+    return np.stack(
+        [
+            1 - 2 * (y * y + z * z),
+            2 * (x * y + w * z),
+            2 * (x * z - w * y),
+            2 * (x * y - w * z),
+            1 - 2 * (x * x + z * z),
+            2 * (y * z + w * x),
+        ],
+        axis=1,
+    )
+
+
+@TASKS.register("push")
+class PushTask(Task):
+    """Observation: joint positions and velocities, end effector, cube position, orientation (6-D), linear and
+    angular velocity, goal, ee → cube and cube → goal.
+
+    Reward (named terms, staged reach → push → goal):
+
+    - ``reach``: ``reach_weight · (1 − tanh(k · |ee − push pose|))``, the push pose being behind the cube on
+      the line goal → cube, at pushing height;
+    - ``push``: ``push_weight · (1 − tanh(k · |cube − goal|))`` while the end effector is within
+      ``push_gate`` of the push pose;
+    - ``goal``: ``goal_weight · exp(−(|cube − goal| / success_threshold)²)``;
+    - ``success_bonus``: ``success_bonus · [success]``, the success test itself: the cube (on the table)
+      within ``success_threshold`` of the goal in the table plane;
+    - ``action``: ``−action_weight · |a|²``;
+    - ``off_table``: ``off_table_penalty`` once the cube has left the table (no push/goal/success pay then;
+      :meth:`terminated` says when).
+    """
+
+    needs_ee = True
+    free_space = False
+    goal_dim = 3
+
+    def __init__(self, robot: Robot, cfg: TaskConfig) -> None:
+        super().__init__(robot, cfg)
+        half = cube_half_size(robot, cfg.object_size)
+        self.scene = add_scene(robot, half, cfg.object_mass, cfg.success_threshold, cfg.target_joint_margin)
+        self.nj = robot.qpos_idx.size
+        self.obs_dim = 2 * self.nj + 27
+        self._qi, self._vi, self._ei = (as_index(i) for i in (robot.qpos_idx, robot.qvel_idx, robot.ee_sensor_idx))
+        a, v = self.scene.object_qpos, self.scene.object_qvel
+        self._pos, self._quat, self._lin, self._ang = (
+            slice(a, a + 3),
+            slice(a + 3, a + 7),
+            slice(v, v + 3),
+            slice(v + 3, v + 6),
+        )
+        self._start = self.scene.spots[0]
+
+    # ----------------------------------------------------------------- episodes
+    @override
+    def sample_goal(self, rng: np.random.Generator) -> np.ndarray:
+        """A goal spot ``goal_min_distance``–``goal_max_distance`` from a start spot (the start is kept for
+        :meth:`initial_qpos`, which the env calls next)."""
+        jitter = self.scene.spot_jitter
+        spots = self.scene.spots + rng.uniform(-jitter, jitter, self.scene.spots.shape)
+        start = spots[rng.integers(len(spots))]
+        dist = np.linalg.norm(spots - start, axis=1)
+        ok = np.flatnonzero((dist >= self.cfg.goal_min_distance) & (dist <= self.cfg.goal_max_distance))
+        j = (
+            ok[rng.integers(len(ok))]
+            if ok.size
+            else int(np.argmax(np.where(dist <= self.cfg.goal_max_distance, dist, -1)))
+        )
+        self._start = start
+        return np.array([*spots[j], self.scene.table_top + self.scene.cube_half])
+
+    @override
+    def initial_qpos(self, rng: np.random.Generator) -> np.ndarray:
+        q = self.robot.home_qpos.copy()
+        noise = rng.uniform(-self.cfg.init_noise, self.cfg.init_noise, self.nj)
+        q[self._qi] = np.clip(q[self._qi] + noise, self.robot.joint_low, self.robot.joint_high)
+        yaw = rng.uniform(-self.cfg.object_yaw_noise, self.cfg.object_yaw_noise)
+        q[self._pos] = [*self._start, self.scene.table_top + self.scene.cube_half]
+        q[self._quat] = [np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)]
+        return q
+
+    @override
+    def min_episode_seconds(self, joint_speed: np.ndarray | None = None) -> float:
+        """Time to bring the end effector from home to the table and push over the longest goal distance at
+        ``task.approach_speed`` (0 when unset)."""
+        if self.cfg.approach_speed <= 0:
+            return 0.0
+        data = mujoco.MjData(self.robot.model)
+        data.qpos[:] = self.robot.home_qpos
+        mujoco.mj_forward(self.robot.model, data)
+        ee = data.sensordata[self.robot.ee_sensor_idx]
+        spots = np.column_stack([self.scene.spots, np.full(len(self.scene.spots), self.scene.push_height)])
+        to_table = float(np.median(np.linalg.norm(spots - ee, axis=1)))
+        return (to_table + self.cfg.goal_max_distance) / self.cfg.approach_speed
+
+    # ----------------------------------------------------------------- observation and reward
+    def cube(self, qpos: np.ndarray) -> np.ndarray:
+        """``(n, 3)`` cube centre positions."""
+        return qpos[:, self._pos]
+
+    def push_pose(self, cube: np.ndarray, goal: np.ndarray) -> np.ndarray:
+        """``(n, 3)``: where the end effector must be to push ``cube`` towards ``goal`` (behind it, touching)."""
+        d = goal[:, :2] - cube[:, :2]
+        norm = np.linalg.norm(d, axis=1, keepdims=True)
+        u = np.where(norm > 1e-6, d / np.maximum(norm, 1e-6), self.scene.table_axes[0])
+        xy = cube[:, :2] - u * (self.scene.cube_half + self.scene.tool_radius)
+        return np.column_stack([xy, np.full(len(xy), self.scene.push_height)])
+
+    @override
+    def observe(self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray) -> np.ndarray:
+        ee, cube = sensordata[:, self._ei], qpos[:, self._pos]
+        return np.concatenate(
+            [
+                qpos[:, self._qi],
+                qvel[:, self._vi],
+                ee,
+                cube,
+                rot6d(qpos[:, self._quat]),
+                qvel[:, self._lin],
+                qvel[:, self._ang],
+                goal,
+                cube - ee,
+                goal - cube,
+            ],
+            axis=1,
+        )
+
+    def terminated(self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray) -> np.ndarray:
+        """``(n,)`` bool: the cube has left the table (the episode cannot be won any more)."""
+        return ~self.scene.on_table(qpos[:, self._pos])
+
+    @override
+    def evaluate(
+        self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray, action: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        c, k = self.cfg, self.cfg.reward_sharpness
+        ee, cube = sensordata[:, self._ei], qpos[:, self._pos]
+        on_table = self.scene.on_table(cube)
+        d_pp = np.linalg.norm(ee - self.push_pose(cube, goal), axis=1)
+        d_goal = np.linalg.norm(goal[:, :2] - cube[:, :2], axis=1)
+        success = on_table & (d_goal < c.success_threshold)
+        gate = on_table & (d_pp < c.push_gate)
+        terms = {
+            "reach": c.reach_weight * (1.0 - np.tanh(k * d_pp)),
+            "push": c.push_weight * gate * (1.0 - np.tanh(k * d_goal)),
+            "goal": c.goal_weight * on_table * np.exp(-((d_goal / c.success_threshold) ** 2)),
+            "success_bonus": c.success_bonus * success,
+            "action": -c.action_weight * np.add.reduce(action * action, axis=1),
+            "off_table": c.off_table_penalty * ~on_table,
+        }
+        reward = sum(terms.values())
+        return np.asarray(reward, dtype=float), success, terms
+
+    @override
+    def obs_names(self) -> list[str]:
+        j = self.robot.joint_names
+        return (
+            [f"q/{n}" for n in j]
+            + [f"qd/{n}" for n in j]
+            + [f"ee/{a}" for a in _XYZ]
+            + [f"cube/{a}" for a in _XYZ]
+            + [f"cube_rot6d/{i}" for i in range(6)]
+            + [f"cube_vel/{a}" for a in _XYZ]
+            + [f"cube_angvel/{a}" for a in _XYZ]
+            + [f"goal/{a}" for a in _XYZ]
+            + [f"cube_minus_ee/{a}" for a in _XYZ]
+            + [f"goal_minus_cube/{a}" for a in _XYZ]
+        )
+
+    @override
+    def goal_markers(self, goal: np.ndarray) -> dict[str, np.ndarray]:
+        return {GOAL: np.array([goal[0], goal[1], self.scene.table_top + 0.001])}

@@ -1,0 +1,218 @@
+"""The push task: scene added from the arm's own workspace, env checkers, staged reward terms under random and
+scripted actions, a scripted pusher that succeeds, off-table detection, and the contact DR terms."""
+
+from __future__ import annotations
+
+import warnings
+
+import mujoco
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env as gym_check_env
+from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+from embodied_ws.config.loader import load_config, load_dr
+from embodied_ws.randomization.appliers import APPLIERS, FieldApplier, select_rows
+from embodied_ws.randomization.spec import parse_dr
+from embodied_ws.sim.env import RobotEnv
+from embodied_ws.sim.scene import OBJECT, TABLE
+
+TERMS = {"reach", "push", "goal", "success_bonus", "action", "off_table"}
+
+
+class Pusher:
+    """Scripted pusher (privileged state): damped-least-squares steps of the end effector with the robot's
+    Jacobian, first to above the point behind the cube, down to pushing height, then through the cube to the
+    push pose that leaves it on the goal; holds still once the cube is there. Absolute action mode."""
+
+    def __init__(self, env: RobotEnv, step: float = 0.03, push_step: float = 0.01, max_dq: float = 0.15) -> None:
+        self.env, self.step, self.push_step, self.max_dq = env, step, push_step, max_dq
+        m = env.model
+        sid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SENSOR, "embodied_ee_pos")
+        self.site = int(m.sensor_objid[sid])
+        self.pushing = False
+
+    def target(self) -> tuple[np.ndarray, np.ndarray]:
+        core, d = self.env.core, self.env.data
+        task, goal, sc = core.task, core.goal[0], core.task.scene
+        cube = task.cube(d.qpos[None])[0]
+        ee = d.sensordata[core.robot.ee_sensor_idx].copy()
+        if np.linalg.norm(cube[:2] - goal[:2]) < 0.4 * core.cfg.task.success_threshold:
+            return ee, ee  # there: hold still
+        pp = task.push_pose(cube[None], goal[None])[0]
+        u = (goal[:2] - cube[:2]) / max(float(np.linalg.norm(goal[:2] - cube[:2])), 1e-6)
+        behind = pp.copy()
+        behind[:2] -= u * 0.03
+        if not self.pushing:
+            if np.linalg.norm(ee[:2] - behind[:2]) > 0.02:
+                return np.array([*behind[:2], sc.push_height + 2.5 * sc.cube_half]), ee
+            if abs(ee[2] - sc.push_height) > 0.01:
+                return behind, ee
+            self.pushing = True
+        if np.linalg.norm(ee[:2] - pp[:2]) > 0.05:  # lost the cube: go around again
+            self.pushing = False
+        end = pp.copy()
+        end[:2] = goal[:2] - u * (sc.cube_half + sc.tool_radius) + u * 0.01
+        return end, ee
+
+    def act(self) -> np.ndarray:
+        core, d, m = self.env.core, self.env.data, self.env.model
+        robot = core.robot
+        tgt, ee = self.target()
+        err = tgt - ee
+        step = self.push_step if self.pushing else self.step
+        if np.linalg.norm(err) > step:
+            err *= step / np.linalg.norm(err)
+        jac = np.zeros((3, m.nv))
+        mujoco.mj_jacSite(m, d, jac, None, self.site)
+        j = jac[:, robot.qvel_idx]
+        dq = np.clip(j.T @ np.linalg.solve(j @ j.T + 0.05**2 * np.eye(3), err), -self.max_dq, self.max_dq)
+        gravity = d.qfrc_bias[robot.qvel_idx] / np.maximum(m.actuator_gainprm[: robot.nu, 0], 1e-6)
+        cmd = np.clip(d.qpos[robot.qpos_idx] + dq + gravity, robot.joint_low, robot.joint_high)
+        return np.clip((cmd - core.ctrl_mid) / core.ctrl_half, -1.0, 1.0)
+
+
+def _episodes(env: RobotEnv, seeds: range, policy: Pusher | None) -> tuple[list[float], list[bool], dict[str, float]]:
+    returns, successes, fired = [], [], dict.fromkeys(TERMS, 0.0)
+    for seed in seeds:
+        env.reset(seed=seed)
+        if policy is not None:
+            policy.pushing = False
+        total, info = 0.0, {}
+        for _ in range(env.core.episode_steps):
+            action = env.action_space.sample() if policy is None else policy.act()
+            _, reward, _, _, info = env.step(action)
+            total += reward
+            for k, v in info["reward_terms"].items():
+                fired[k] = max(fired[k], abs(v))
+        returns.append(total)
+        successes.append(bool(info["is_success"]))
+    return returns, successes, fired
+
+
+@pytest.fixture(scope="module")
+def scripted() -> RobotEnv:
+    return RobotEnv(load_config("push", ["env.action_mode=absolute"]), load_dr("push"), seed=0)
+
+
+def test_push_env_passes_gymnasium_and_sb3_checkers() -> None:
+    env = RobotEnv(load_config("push"), load_dr("push"), render_mode="rgb_array")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gym_check_env(env)
+        sb3_check_env(env)
+    _, info = env.reset(seed=1)
+    _, reward, _, _, info = env.step(env.action_space.sample())
+    assert set(info["reward_terms"]) == TERMS
+    assert np.isclose(sum(info["reward_terms"].values()), reward)
+    assert len(env.core.obs_names()) == env.observation_space.shape[0]
+    assert env.render().std() > 0
+
+
+def test_scene_sits_under_the_arm_and_spots_are_on_the_table(scripted: RobotEnv) -> None:
+    task, model = scripted.core.task, scripted.core.robot.model  # the nominal model (DR changes the env's)
+    sc = task.scene
+    scripted.reset(seed=0)
+    first_joint_z = scripted.data.xanchor[int(np.flatnonzero(model.jnt_qposadr == 0)[0]), 2]
+    assert 0.0 < sc.table_top < first_joint_z  # above arm3's floor, under its first joint
+    spots = np.column_stack([sc.spots, np.full(len(sc.spots), sc.table_top + sc.cube_half)])
+    assert len(spots) >= 20 and sc.on_table(spots).all()
+    table = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, TABLE)
+    cube = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, OBJECT)
+    assert model.geom_pos[table, 2] + model.geom_size[table, 2] == pytest.approx(sc.table_top)
+    assert model.geom_size[cube] == pytest.approx([0.025] * 3)  # arm3 has no gripper: a 5 cm cube
+    # the cube rests on the table at the start of an episode (settles by less than a millimetre)
+    scripted.reset(seed=0)
+    start = task.cube(scripted.data.qpos[None])[0].copy()
+    mujoco.mj_step(scripted.model, scripted.data, nstep=50)
+    assert np.linalg.norm(task.cube(scripted.data.qpos[None])[0] - start) < 1e-3
+
+
+def test_scripted_pusher_succeeds_and_outscores_random(scripted: RobotEnv) -> None:
+    seeds = range(10)
+    expert, ok, fired_expert = _episodes(scripted, seeds, Pusher(scripted))
+    random_env = RobotEnv(load_config("push"), load_dr("push"), seed=0)
+    random_env.action_space.seed(0)
+    rand, rand_ok, fired_random = _episodes(random_env, seeds, None)
+    assert sum(ok) >= 8, (ok, expert)
+    assert np.mean(expert) > np.mean(rand) + 100
+    assert sum(rand_ok) <= 1
+    # every staged term fires under the scripted push; reach, goal shaping and the action cost under random
+    assert all(fired_expert[k] > 1e-3 for k in ("reach", "push", "goal", "success_bonus", "action")), fired_expert
+    assert all(fired_random[k] > 0 for k in ("reach", "goal", "action")), fired_random
+
+
+def test_success_bonus_is_the_success_test_and_push_is_gated(scripted: RobotEnv) -> None:
+    task, env = scripted.core.task, scripted
+    env.reset(seed=4)
+    qpos = np.repeat(env.data.qpos[None], 3, axis=0)
+    goal = np.repeat(env.core.goal[:1], 3, axis=0)
+    qpos[0, task.scene.object_qpos : task.scene.object_qpos + 2] = goal[0, :2] + [0.01, 0.0]  # on the goal
+    qpos[1, task.scene.object_qpos : task.scene.object_qpos + 2] = goal[0, :2] + [0.2, 0.0]  # far from it
+    sens = np.repeat(env.data.sensordata[None], 3, axis=0)
+    _, success, terms = task.evaluate(qpos, np.zeros((3, env.model.nv)), sens, goal, np.zeros((3, 3)))
+    assert list(success) == [True, False, bool(success[2])]
+    np.testing.assert_array_equal(terms["success_bonus"] > 0, success)
+    far = np.linalg.norm(sens[:, task._ei] - task.push_pose(task.cube(qpos), goal), axis=1) > task.cfg.push_gate
+    assert np.all(terms["push"][far] == 0)  # the push stage pays only with the end effector at the push pose
+
+
+def test_cube_leaving_the_table_is_detected_and_penalised(scripted: RobotEnv) -> None:
+    task, env = scripted.core.task, scripted
+    env.reset(seed=2)
+    adr = task.scene.object_qpos
+    env.data.qpos[adr : adr + 2] = env.core.goal[0, :2]
+    env.data.qpos[adr + 2] = task.scene.table_top - 2 * task.scene.cube_half  # fallen through the edge
+    mujoco.mj_forward(env.model, env.data)
+    args = (env.data.qpos[None], env.data.qvel[None], env.data.sensordata[None], env.core.goal[:1])
+    assert task.terminated(*args).tolist() == [True]
+    _, success, terms = task.evaluate(*args, np.zeros((1, 3)))
+    assert not success[0] and terms["off_table"][0] == task.cfg.off_table_penalty
+    assert terms["push"][0] == 0 and terms["goal"][0] == 0
+    env.reset(seed=2)
+    args = (env.data.qpos[None], env.data.qvel[None], env.data.sensordata[None], env.core.goal[:1])
+    assert task.terminated(*args).tolist() == [False]
+
+
+CONTACT = {
+    "object_mass": {"range": [0.5, 2.0]},
+    "object_size": {"range": [0.8, 1.2]},
+    "object_friction": {"range": [0.5, 1.5]},
+    "table_friction": {"range": [0.5, 1.5]},
+    "fingertip_friction": {"range": [0.5, 1.5]},
+    "contact_solref": {"range": [0.5, 2.0]},
+    "contact_solimp": {"range": [0.8, 0.99], "mode": "set"},
+}
+
+
+def test_every_contact_term_is_in_the_push_preset() -> None:
+    assert set(CONTACT) <= {p.name for p in load_dr("push").params}
+
+
+@pytest.mark.parametrize("name", sorted(CONTACT))
+def test_contact_dr_term_changes_the_scene_model(name: str) -> None:
+    env = RobotEnv(load_config("push"), parse_dr({"params": {name: CONTACT[name]}}), seed=0)
+    applier = APPLIERS.get(name)
+    assert isinstance(applier, FieldApplier)
+    nominal = env.core.robot.model
+    rows = select_rows(nominal, applier, ())
+    assert rows.size >= 1
+    env.reset(seed=1)
+    first = applier.view(env.model)[rows].copy()
+    assert not np.allclose(first, applier.view(nominal)[rows])
+    env.reset()
+    assert not np.allclose(first, applier.view(env.model)[rows])
+    cube = mujoco.mj_name2id(env.model, mujoco.mjtObj.mjOBJ_GEOM, OBJECT)
+    body = env.model.geom_bodyid[cube]
+    size, mass = env.model.geom_size[cube], env.model.body_mass[body]
+    assert size[0] == size[1] == size[2]  # a cube stays a cube
+    np.testing.assert_allclose(env.model.body_inertia[body], mass * 2 * size[0] ** 2 / 3, rtol=1e-6)
+    assert env.model.geom_rbound[cube] == pytest.approx(np.sqrt(3) * size[0])
+    assert np.all(env.model.geom_solimp[:, 0] <= env.model.geom_solimp[:, 1])
+
+
+def test_fingertip_friction_touches_only_the_tool() -> None:
+    env = RobotEnv(load_config("push"), seed=0)
+    rows = select_rows(env.model, APPLIERS.get("fingertip_friction"), ())
+    names = {mujoco.mj_id2name(env.model, mujoco.mjtObj.mjOBJ_GEOM, int(g)) for g in rows}
+    assert names == {"hand"}  # arm3's end effector body holds the hand sphere only
