@@ -68,7 +68,7 @@ class PrefersFailure(ReachTask):
 GRIP_ARM = """
 <mujoco model="grip_arm">
   <compiler angle="radian"/>
-  <option timestep="0.002" integrator="implicitfast"/>
+  <option timestep="0.002" integrator="implicitfast"{cone}/>
   <worldbody>
     <geom name="floor" type="plane" size="2 2 0.1"/>
     <body name="base" pos="0 0 0.02">
@@ -236,9 +236,10 @@ def test_a_task_raising_mid_episode_is_one_line(capsys: pytest.CaptureFixture[st
     ]
 
 
-def _grip_arm(tmp_path: Path, mu: float, force: float) -> Path:
-    path = tmp_path / f"grip_arm_{mu}_{force}.xml"
-    path.write_text(GRIP_ARM.format(mu=mu, force=force))
+def _grip_arm(tmp_path: Path, mu: float, force: float, elliptic: bool = False) -> Path:
+    path = tmp_path / f"grip_arm_{mu}_{force}_{elliptic}.xml"
+    cone = ' cone="elliptic" impratio="10"' if elliptic else ""
+    path.write_text(GRIP_ARM.format(mu=mu, force=force, cone=cone))
     return path
 
 
@@ -262,6 +263,20 @@ def test_a_slippery_cube_is_dropped(capsys: pytest.CaptureFixture[str], tmp_path
     (line,) = _blocks(report, "grip")
     assert line.startswith("block: grip: the gripper drops 'cube': slip ") and "; fix: raise fingertip" in line
     assert code == 2 and not report["measured"]["grip"]["held"]
+
+
+def test_pyramidal_cone_drops_what_elliptic_holds(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Friction 0.3: the default pyramidal cone lets the cube slide out (with the option named in the fix), the
+    elliptic cone with impratio 10 holds it, at the same friction margin."""
+    levels = {}
+    for elliptic in (False, True):
+        path = str(_grip_arm(tmp_path, mu=0.3, force=10, elliptic=elliptic))
+        _, _, report = _check(capsys, path, "reach", "--set", "task.gripper=action")
+        (grip,) = [f for f in report["findings"] if f["check"] == "grip"]
+        levels[elliptic] = (grip["level"], report["measured"]["grip"]["margin"], grip["fix"])
+    assert levels[False][0] == "block" and levels[True][0] == "ok", levels
+    assert '<option cone="elliptic" impratio="10"/>' in levels[False][2]
+    assert levels[False][1] == pytest.approx(levels[True][1], rel=0.2) and levels[True][1] > 2
 
 
 def test_grip_hold_margin_follows_friction(tmp_path: Path) -> None:

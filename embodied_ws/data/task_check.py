@@ -143,7 +143,7 @@ def check_grip(env: Any) -> tuple[list[Finding], dict[str, Any]]:
     and an object (a ``object_body`` attribute of the task, else the first free body of the scene)."""
     import mujoco
 
-    from embodied_ws.sim.grip_hold import CREEP_WARN, free_bodies, grip_hold
+    from embodied_ws.sim.grip_hold import CREEP_WARN, free_bodies, grip_hold, needs_elliptic
     from embodied_ws.sim.gripper import place
 
     robot, core = env.core.robot, env.core
@@ -172,23 +172,22 @@ def check_grip(env: Any) -> tuple[list[Finding], dict[str, Any]]:
         )
     except ValueError as exc:
         return [Finding("grip", "skip", f"no object/gripper: {exc}")], {}
-    contact = "" if res.normal_force_n > 0 else ", no finger contact at the end"
+    contact = "" if res.contact_at_end else ", no finger contact at the end"
     text = (
-        f"{obj!r}: slip {1000 * res.slip_m:.1f} mm over the hold, friction margin {res.margin:.2f} "
+        f"{obj!r}: slip {1000 * res.slip_m:.1f} mm over lift and hold, friction margin {res.margin:.2f} "
         f"(mu {res.friction:.2f} x normal {res.normal_force_n:.3g} N / weight {res.weight_n:.3g} N{contact})"
     )
+    cone = (
+        '; MuJoCo\'s pyramidal cone slips early: <option cone="elliptic" impratio="10"/>'
+        if needs_elliptic(model)
+        else ""
+    )
     if not res.held:
-        return [
-            Finding(
-                "grip",
-                "block",
-                f"the gripper drops {text}",
-                "raise fingertip/object friction, the gripper force, or size the object for the gripper's stroke",
-            )
-        ], res.to_dict()
+        fix = "raise fingertip/object friction or the gripper force, size the object for the stroke" + cone
+        return [Finding("grip", "block", f"the gripper drops {text}", fix)], res.to_dict()
     if res.margin < MARGIN_WARN or res.slip_m > CREEP_WARN:
         what = "creeps" if res.slip_m > CREEP_WARN else f"holds with a friction margin under {MARGIN_WARN}"
-        fix = "raise fingertip friction or the gripper force so DR of mass and friction cannot make it slip"
+        fix = "raise fingertip friction or the gripper force so DR of mass and friction cannot make it slip" + cone
         return [Finding("grip", "warn", f"the gripper {what}: {text}", fix)], res.to_dict()
     return [Finding("grip", "ok", f"held: {text}")], res.to_dict()
 
