@@ -4,6 +4,7 @@ scripted actions, a scripted pusher that succeeds, off-table detection, and the 
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import mujoco
 import numpy as np
@@ -216,3 +217,28 @@ def test_fingertip_friction_touches_only_the_tool() -> None:
     rows = select_rows(env.model, APPLIERS.get("fingertip_friction"), ())
     names = {mujoco.mj_id2name(env.model, mujoco.mjtObj.mjOBJ_GEOM, int(g)) for g in rows}
     assert names == {"hand"}  # arm3's end effector body holds the hand sphere only
+
+
+MENAGERIE = sorted((Path(__file__).parent / "fixtures" / "robots" / "menagerie").glob("*.xml"))
+
+
+@pytest.mark.parametrize("path", MENAGERIE, ids=[p.stem for p in MENAGERIE])
+def test_every_menagerie_arm_gets_a_table_it_reaches_and_does_not_touch_at_rest(path: Path) -> None:
+    env = RobotEnv(load_config("push", [f"env.robot={path}"]), load_dr("none"), seed=0)
+    sc, m = env.core.task.scene, env.model
+    assert len(sc.spots) >= 20 and 0.02 <= 2 * sc.cube_half <= 0.06
+    scene_pair = {mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, n) for n in (TABLE, OBJECT)}
+    for seed in range(3):
+        env.reset(seed=seed)
+        mujoco.mj_step(m, env.data, nstep=100)
+        contacts = [{int(c.geom1), int(c.geom2)} for c in env.data.contact[: env.data.ncon]]
+        assert contacts and all(pair == scene_pair for pair in contacts)  # only the cube resting on the table
+        cube = env.core.task.cube(env.data.qpos[None])
+        assert sc.on_table(cube).all()
+
+
+def test_an_arm_that_cannot_reach_a_table_is_refused_in_one_line(cli) -> None:
+    robot = Path(__file__).parent / "fixtures" / "robots" / "grippers" / "single_jaw.xml"
+    proc = cli("plan", "--steps-per-s", "1000", "--set", "env.task=push", "--set", f"env.robot={robot}")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "reaches no band of table" in proc.stderr
