@@ -7,6 +7,7 @@ import json
 from typing import TYPE_CHECKING
 
 from embodied_ws.cli.argtypes import int_range, seed_int
+from embodied_ws.cli.robot import add_robot_options
 
 if TYPE_CHECKING:
     from embodied_ws.cli import AddVerb
@@ -16,11 +17,21 @@ MAX_EPISODES = 1000
 
 
 def _cmd_task(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from embodied_ws.core.errors import EXIT_USER_ERROR
     from embodied_ws.data.task_check import task_check
 
     result = task_check(
-        args.robot, args.task, args.config, args.set or [], episodes=args.episodes, seed=args.seed, dr=args.dr
+        args.robot,
+        args.task,
+        args.config,
+        args.set or [],
+        episodes=args.episodes,
+        seed=args.seed,
+        dr=args.dr,
+        robot_args=args.robot_arg,
+        package_paths=[str(Path(p).expanduser().resolve()) for p in args.package_path],
     )
     if args.json:
         print(json.dumps(result.to_dict()))
@@ -47,6 +58,7 @@ def register(add_verb: AddVerb) -> None:
     p.add_argument("action", choices=["check"], help="what to do (check)")
     p.add_argument("robot", help="robot name or model path (.xml, .urdf, .urdf.xacro)")
     p.add_argument("task", help="task name, a module:attr path or an embodied_ws.tasks entry point")
+    add_robot_options(p)
     p.add_argument(
         "--config", default="reach", help="run preset or YAML the checks build the env from (default: reach)"
     )

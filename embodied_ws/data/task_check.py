@@ -219,6 +219,8 @@ def task_check(
     episodes: int = 4,
     seed: int = 0,
     dr: str = "none",
+    robot_args: list[str] | None = None,
+    package_paths: list[str] | None = None,
 ) -> TaskCheck:
     """Run every check of this module on ``task`` over ``robot`` (module docstring).
 
@@ -229,6 +231,8 @@ def task_check(
     :param episodes: episodes per actor (random, expert)
     :param seed: seed of the first episode
     :param dr: domain randomization preset for the rollouts (``none``: the nominal model)
+    :param robot_args: xacro arguments (``NAME:=VALUE``), added to ``env.robot_args``
+    :param package_paths: folders holding ROS packages, added to ``env.package_paths``
     :raises UserError: bad robot, task or settings (one line)
     """
     from embodied_ws.sim.core import build_robot
@@ -236,7 +240,14 @@ def task_check(
 
     # the checks read the state observation: no camera rendering
     sets = [f"env.robot={robot}", f"env.task={task}", *(overrides or []), f"dr={dr}", "env.camera_obs=false"]
-    cfg = load_config(config, sets)
+
+    def configured(extra: list[str]) -> Any:
+        cfg = load_config(config, [*sets, *extra])
+        cfg.env.robot_args += list(robot_args or [])
+        cfg.env.package_paths += list(package_paths or [])
+        return cfg
+
+    cfg = configured([])
     spec = load_dr(cfg.dr)
     loaded = build_robot(cfg)
     env = RobotEnv(cfg, spec, seed=seed, robot=loaded)
@@ -247,15 +258,14 @@ def task_check(
     expert = None
     if expert_cls is not None:
         steps = env.core.episode_steps
-        expert_cfg = load_config(config, [*sets, "env.action_mode=absolute", f"env.episode_steps={steps}"])
-        expert_env = RobotEnv(expert_cfg, spec, seed=seed, robot=loaded)
+        expert_cfg = configured(["env.action_mode=absolute", f"env.episode_steps={steps}"])
+        expert_env = RobotEnv(expert_cfg, spec, seed=seed)  # its own robot: a task may add its scene to it
         expert = _guarded(task, "the scripted expert", lambda: run_episodes(expert_env, expert_cls(expert_env), seeds))
     findings += check_terms(random, expert, tuple(getattr(env.core.task, "event_terms", ())))
     findings += check_success(random, expert, task)
     findings += check_reward_vs_success(random, expert)
     obs_findings, ranges = check_observations([random] + ([expert] if expert else []), env.core.task.obs_names())
     findings += obs_findings
-    env.reset(seed=seed)
     grip, grip_measured = check_grip(env)
     findings += grip
     length, length_measured = check_episode_length(
