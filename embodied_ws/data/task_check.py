@@ -1,16 +1,19 @@
 """``embodied-ws task check ROBOT TASK``: will this task learn? Checks on short rollouts, before any training.
 
 Random actions drive the env as the run would build it (the preset's action mode, DR and episode length);
-the task's scripted expert (:data:`~embodied_ws.data.expert.EXPERTS`, or the expert of the built-in task it
-subclasses) drives an absolute-action copy with the same episode length. From those episodes:
+the task's scripted expert (:data:`~embodied_ws.data.expert.EXPERTS`; a task from outside this repository
+without one gets the expert of the built-in task it subclasses) drives an absolute-action copy with the same
+episode length. From those episodes:
 
-- **reward terms**: every named term is non-zero somewhere (a term that never fires shapes nothing);
+- **reward terms**: every named term is non-zero somewhere (a term that never fires shapes nothing; a task
+  may list rare-event terms, a penalty for dropping the object, in an ``event_terms`` class attribute);
 - **success**: the expert meets the success test (its success rate over the seeds);
 - **reward vs success**: the expert out-scores random actions, successful episodes out-score failed ones and
   the reward at success steps is above the reward at failing steps (the reward's best point is success);
 - **observations**: every entry is finite (NaN/inf is blocking) and its range (reported; a huge one warned);
-- **grip**: for a task with an object (a free body) and ``task.gripper: action``, the gripper closes on the
-  object and holds it against gravity (:mod:`embodied_ws.sim.grip_hold`): slip and friction margin;
+- **grip**: for a task with an object (the task's ``object_body`` attribute, else the scene's first free body)
+  and ``task.gripper: action``, the gripper closes on the object at the home pose, a lift's load acts, the
+  object hangs in the fingers (:mod:`embodied_ws.sim.grip_hold`): slip and friction margin;
 - **episode length**: the steps the expert needs to succeed, and the time its joint travel takes at the arm's
   measured joint speeds (:meth:`~embodied_ws.sim.robot.Robot.dynamics`), against the episode's steps.
 
