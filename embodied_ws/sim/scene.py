@@ -113,6 +113,29 @@ def _floor_height(model: mujoco.MjModel) -> float | None:
     return max(float(model.geom_pos[g, 2]) for g in planes) if planes else None
 
 
+def tool_extent(model: mujoco.MjModel, data: mujoco.MjData, ee: np.ndarray) -> tuple[float, float]:
+    """``(drop, radius)`` of the tool (the end effector's body and its children) in the pose of ``data``:
+    how far its lowest point lies below the end-effector point ``ee``, and how far its lowest part reaches
+    sideways from it (m). From the geoms' bounding boxes; geoms that collide when some do."""
+    tool = _tool_bodies(model, ee_body_id(model))
+    geoms = [g for g in range(model.ngeom) if tool[model.geom_bodyid[g]]]
+    if any(_collides(model, g) for g in geoms):
+        geoms = [g for g in geoms if _collides(model, g)]
+    if not geoms:
+        return 0.01, 0.01
+    rows = []
+    for g in geoms:
+        rot = data.geom_xmat[g].reshape(3, 3)
+        centre = data.geom_xpos[g] + rot @ model.geom_aabb[g, :3]
+        ext = np.abs(rot) @ model.geom_aabb[g, 3:]
+        if model.geom_rbound[g] > 0 and not model.geom_aabb[g, :3].any():  # a rotated box's bounds exceed a sphere's
+            ext = np.minimum(ext, model.geom_rbound[g])
+        rows.append((centre[2] - ext[2], float(np.linalg.norm(centre[:2] - ee[:2])) + float(ext[:2].max())))
+    low = min(z for z, _ in rows)
+    radius = max(r for z, r in rows if z < low + 0.03)
+    return float(max(ee[2] - low, 0.0)), float(np.clip(radius, 0.005, 0.08))
+
+
 def _disk(radius: int) -> list[tuple[int, int]]:
     return [
         (i, j) for i in range(-radius, radius + 1) for j in range(-radius, radius + 1) if i * i + j * j <= radius**2
@@ -171,18 +194,18 @@ def plan_scene(robot: Robot, cube_half: float, joint_margin: float = 0.0) -> Sce
     ahead = home_ee[:2] - base
     axis = ahead / np.linalg.norm(ahead) if np.linalg.norm(ahead) > 1e-6 else np.array([1.0, 0.0])
     axes = np.array([axis, [-axis[1], axis[0]]])
-    tool = _tool_bodies(model, ee_body_id(model))
-    radii = [float(model.geom_rbound[g]) for g in range(model.ngeom) if tool[model.geom_bodyid[g]]]
-    tool_radius = float(np.clip(min(radii), 0.005, 0.05)) if radii else 0.01
+    drop, tool_radius = tool_extent(model, data, home_ee)
     local = (pts[:, :2] - base) @ axes.T
     clear = max(0.12, 2.5 * tool_radius + 2 * cube_half)  # keep the table off the robot's base
     front = (local[:, 0] > clear) & (np.abs(np.arctan2(local[:, 1], local[:, 0])) < _SECTOR)
     floor = _floor_height(model)
     if floor is None:  # no floor: the robot stands on the table (its base's height)
         floor = float(data.xpos[int(model.body_parentid[int(model.jnt_bodyid[first])]), 2]) - 0.02
-    lift = 1.5 * cube_half  # the tool pushes the cube's upper half, clear of the table
+    # the end effector's height when pushing: the tool's lowest point (fingertips, a hand sphere) just above
+    # the table, at least at the cube's upper half
+    lift = max(1.5 * cube_half, drop + 0.005)
     # under the arm: below its first joint (links sweep above it) and below the home pose's end effector
-    ceiling = min(home_ee[2] - 2 * cube_half - 0.05, float(data.xanchor[first, 2]))
+    ceiling = min(home_ee[2] - drop - 2 * cube_half - 0.03, float(data.xanchor[first, 2]))
     erode = int(np.ceil((cube_half + tool_radius + 0.03) / _CELL))  # room to get behind the cube, any side
     yaw_base = model.jnt_type[first] == mujoco.mjtJoint.mjJNT_HINGE and abs(data.xaxis[first, 2]) > 0.99
     areas: list[tuple[float, np.ndarray]] = []
