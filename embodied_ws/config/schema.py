@@ -142,7 +142,10 @@ class TaskConfig:
     :param goal_weight: push: weight of ``exp(-(|cube − goal| / success_threshold)²)``, steep near the goal
     :param action_weight: push: weight of the ``-|action|²`` penalty
     :param reward_sharpness: push: slope (1/m) of the tanh distance terms
-    :param off_table_penalty: push: reward per step once the cube has left the table (negative)
+    :param off_table_penalty: push, lift: reward per step once the cube has left the table (negative)
+    :param lift_height: lift: how high (m) above its resting height the held cube must be for success
+    :param grasp_weight: lift: reward per step the cube is held between the fingers
+    :param lift_weight: lift: weight of the held cube's height, as a fraction of ``lift_height`` (0..1)
     """
 
     ee_body: str = ""
@@ -168,6 +171,9 @@ class TaskConfig:
     action_weight: float = num(0.01, *WEIGHT)
     reward_sharpness: float = num(5.0, 0.0, 1e4, low_open=True)
     off_table_penalty: float = num(-1.0, *WEIGHT)
+    lift_height: float = num(0.05, 0.0, 10.0, low_open=True)
+    grasp_weight: float = num(1.0, *WEIGHT)
+    lift_weight: float = num(4.0, *WEIGHT)
 
 
 @dataclass

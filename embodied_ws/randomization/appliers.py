@@ -27,7 +27,8 @@ class FieldApplier:
     :param obj: object type whose names the ``targets`` globs match (None: a single global row)
     :param group: ``physics`` (always applied) or ``visual`` (only when the env renders)
     :param rows_of: maps selected object ids to rows of the view (e.g. joints to dofs)
-    :param tied: optional hook keeping a dependent field consistent after a write
+    :param tied: optional hook keeping a dependent field consistent after a write: ``(model, rows, values)``,
+        and the values before the write as a fourth argument where the caller has them
     """
 
     view: ModelView
@@ -35,7 +36,7 @@ class FieldApplier:
     group: str = "physics"
     rows_of: Callable[[mujoco.MjModel, list[int]], list[int]] | None = None
     skip: Callable[[mujoco.MjModel, int], bool] | None = None
-    tied: Callable[[mujoco.MjModel, np.ndarray, np.ndarray], None] | None = None
+    tied: Callable[..., None] | None = None
 
 
 @dataclass(frozen=True)
@@ -69,10 +70,18 @@ def _massless(model: mujoco.MjModel, body: int) -> bool:
     return body == 0 or model.body_mass[body] <= 0.0
 
 
-def _tie_position_bias(model: mujoco.MjModel, rows: np.ndarray, values: np.ndarray) -> None:
-    # Position servos are gain kp on ctrl plus bias -kp on qpos: scale both so the servo stays centred.
+def _tie_position_bias(
+    model: mujoco.MjModel, rows: np.ndarray, values: np.ndarray, prev: np.ndarray | None = None
+) -> None:
+    # Position servos are gain kp on ctrl plus bias -kp' on qpos: scale both so the servo stays centred. With
+    # the gains before the write (``prev``) the bias keeps its own ratio to the gain (a gripper mapping ctrl
+    # 0..255 to 0..4 cm has kp' = 255 kp); without, the plain servo's kp' = kp.
     affine = model.actuator_biastype[rows] == mujoco.mjtBias.mjBIAS_AFFINE
-    model.actuator_biasprm[rows[affine], 1] = -values[affine, 0]
+    if prev is None:
+        model.actuator_biasprm[rows[affine], 1] = -values[affine, 0]
+        return
+    ratio = np.divide(values[:, 0], prev[:, 0], out=np.ones(len(rows)), where=prev[:, 0] != 0)
+    model.actuator_biasprm[rows[affine], 1] *= ratio[affine]
 
 
 def _gravity(model: mujoco.MjModel) -> np.ndarray:
@@ -114,12 +123,12 @@ def _box_inertia(model: mujoco.MjModel, body: int) -> None:
         )
 
 
-def _tie_object_inertia(model: mujoco.MjModel, rows: np.ndarray, values: np.ndarray) -> None:
+def _tie_object_inertia(model: mujoco.MjModel, rows: np.ndarray, values: np.ndarray, prev: object = None) -> None:
     for body in rows:
         _box_inertia(model, int(body))
 
 
-def _tie_cube_size(model: mujoco.MjModel, rows: np.ndarray, values: np.ndarray) -> None:
+def _tie_cube_size(model: mujoco.MjModel, rows: np.ndarray, values: np.ndarray, prev: object = None) -> None:
     # a cube stays a cube: every half edge follows, and so do the bounds collision detection uses and the inertia
     half = np.maximum(values[:, 0], 1e-4)
     model.geom_size[rows] = half[:, None]
@@ -129,7 +138,7 @@ def _tie_cube_size(model: mujoco.MjModel, rows: np.ndarray, values: np.ndarray) 
         _box_inertia(model, int(body))
 
 
-def _tie_solimp(model: mujoco.MjModel, rows: np.ndarray, values: np.ndarray) -> None:
+def _tie_solimp(model: mujoco.MjModel, rows: np.ndarray, values: np.ndarray, prev: object = None) -> None:
     # dmin <= dmax, both inside (0, 1)
     model.geom_solimp[rows, 0:2] = np.clip(np.sort(values, axis=1), 1e-4, 0.9999)
 

@@ -99,9 +99,10 @@ class DRSampler:
     def _apply_field(self, model: mujoco.MjModel, b: _Bound) -> tuple[float, ...]:
         value = combine(b.param.mode, b.nominal, draw(b.param, self.rng, b.nominal.shape), self.scale)
         view = b.applier.view(model)
+        prev = view[b.rows].copy() if b.applier.tied is not None else None
         view[b.rows] = value
         if b.applier.tied is not None:
-            b.applier.tied(model, b.rows, value)
+            b.applier.tied(model, b.rows, value, prev)
         return tuple(value.ravel().tolist())
 
     def max_latency(self, name: str) -> int:

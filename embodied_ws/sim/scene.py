@@ -29,6 +29,7 @@ OBJECT = "scene_object"  # body and geom of the cube
 OBJECT_JOINT = "scene_object_joint"
 TABLE = "scene_table"
 GOAL = "scene_goal"  # mocap body of the goal marker
+GRASP = "scene_grasp"  # site between the fingers and its position sensor
 #: default cube edge (m) for an arm without a gripper
 DEFAULT_CUBE = 0.05
 WORKSPACE_POINTS = 32768
@@ -52,6 +53,7 @@ class Scene:
     :param tool_radius: how far the tool's surface reaches beyond the end-effector point (m)
     :param object_qpos: address of the cube's free joint in ``qpos`` (7 entries)
     :param object_qvel: address of the cube's free joint in ``qvel`` (6 entries)
+    :param grasp_sensor: address in ``sensordata`` of the grasp point's position (3 entries, :data:`GRASP`)
     """
 
     table_top: float
@@ -64,6 +66,7 @@ class Scene:
     tool_radius: float
     spot_jitter: float = _CELL / 2
     object_qpos: int = 0
+    grasp_sensor: int = 0
     object_qvel: int = 0
 
     def on_table(self, xyz: np.ndarray) -> np.ndarray:
@@ -134,6 +137,19 @@ def tool_extent(model: mujoco.MjModel, data: mujoco.MjData, ee: np.ndarray) -> t
     low = min(z for z, _ in rows)
     radius = max(r for z, r in rows if z < low + 0.03)
     return float(max(ee[2] - low, 0.0)), float(np.clip(radius, 0.005, 0.08))
+
+
+def grasp_point(model: mujoco.MjModel, data: mujoco.MjData) -> np.ndarray:
+    """World position between the tool's lowest geoms (a gripper's finger pads; a hand sphere's centre)."""
+    tool = _tool_bodies(model, ee_body_id(model))
+    geoms = [g for g in range(model.ngeom) if tool[model.geom_bodyid[g]]]
+    if any(_collides(model, g) for g in geoms):
+        geoms = [g for g in geoms if _collides(model, g)]
+    if not geoms:
+        return data.xpos[ee_body_id(model)].copy()
+    low = np.array([data.geom_xpos[g, 2] - model.geom_rbound[g] for g in geoms])
+    near = [g for g, z in zip(geoms, low, strict=True) if z < low.min() + 0.03]
+    return np.mean([data.geom_xpos[g] for g in near], axis=0)
 
 
 def _disk(radius: int) -> list[tuple[int, int]]:
@@ -265,6 +281,8 @@ def add_scene(robot: Robot, cube_half: float, cube_mass: float, goal_radius: flo
     jid = mujoco.mj_name2id(robot.model, mujoco.mjtObj.mjOBJ_JOINT, OBJECT_JOINT)
     scene.object_qpos = int(robot.model.jnt_qposadr[jid])
     scene.object_qvel = int(robot.model.jnt_dofadr[jid])
+    sid = mujoco.mj_name2id(robot.model, mujoco.mjtObj.mjOBJ_SENSOR, GRASP)
+    scene.grasp_sensor = int(robot.model.sensor_adr[sid])
     return scene
 
 
@@ -280,6 +298,14 @@ def _build(robot: Robot, scene: Scene, cube_mass: float, goal_radius: float) -> 
                 continue
             for geom in spec.body(name).geoms:
                 geom.conaffinity = int(geom.conaffinity) | SCENE_BIT
+    # a site between the fingers (on the end effector's body) and its position sensor: where a grasp holds
+    ee_body = ee_body_id(old)
+    data = mujoco.MjData(old)
+    data.qpos[:] = robot.home_qpos
+    mujoco.mj_forward(old, data)
+    local = data.xmat[ee_body].reshape(3, 3).T @ (grasp_point(old, data) - data.xpos[ee_body])
+    spec.body(mujoco.mj_id2name(old, mujoco.mjtObj.mjOBJ_BODY, ee_body)).add_site(name=GRASP, pos=local.tolist())
+    spec.add_sensor(name=GRASP, type=mujoco.mjtSensor.mjSENS_FRAMEPOS, objtype=mujoco.mjtObj.mjOBJ_SITE, objname=GRASP)
     mask = 1 | SCENE_BIT
     yaw = np.arctan2(scene.table_axes[0, 1], scene.table_axes[0, 0])
     quat = [np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)]

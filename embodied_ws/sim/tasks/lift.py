@@ -1,0 +1,109 @@
+"""Lift: grasp the cube on the table and hold it ``task.lift_height`` up (needs ``task.gripper: action``).
+
+Same scene and observation as :mod:`.push` (the gripper's opening is one of the joint positions); the goal is
+the point ``lift_height`` above the cube's start.
+"""
+
+from __future__ import annotations
+
+from typing import override
+
+import numpy as np
+
+from embodied_ws.config.schema import TaskConfig
+from embodied_ws.core.errors import UserError
+from embodied_ws.sim.robot import Robot
+from embodied_ws.sim.tasks.base import TASKS
+from embodied_ws.sim.tasks.push import PushTask
+
+
+@TASKS.register("lift")
+class LiftTask(PushTask):
+    """Reward (named terms, staged reach → grasp → lift):
+
+    - ``reach``: ``reach_weight · (1 − tanh(k · |grasp point − cube|))``, the grasp point lying between the
+      fingers;
+    - ``grasp``: ``grasp_weight`` while the cube is held: the grasp point within half a cube edge of its
+      centre and the fingers stopped on it (their gap 0.8-1.3 × the cube's nominal edge: not open, not
+      closed on nothing, whatever the edge DR draws);
+    - ``lift``: ``lift_weight · [held] · clip(height gained / lift_height, 0, 1)``;
+    - ``goal``: ``goal_weight · exp(−(|cube − goal| / success_threshold)²)``;
+    - ``success_bonus``: ``success_bonus · [success]``, the success test itself: held and at least
+      ``lift_height`` above its resting height;
+    - ``action``: ``−action_weight · |a|²``; ``off_table``: ``off_table_penalty`` once the cube left the table.
+    """
+
+    def __init__(self, robot: Robot, cfg: TaskConfig) -> None:
+        if not robot.gripper_actuators:
+            found = ", ".join(g.leader or g.joints[0] for g in robot.grippers if g.joints) or "none"
+            raise UserError(
+                f"lift needs a gripper driven by the policy: set task.gripper=action (grippers found: {found})",
+                "task.gripper",
+            )
+        super().__init__(robot, cfg)
+        g, k = robot.grippers[0], robot.gripper_actuators[0]
+        self._grip_q = int(robot.qpos_idx[k])
+        span = g.open - g.closed
+        gaps = (g.gap_closed, g.gap_open) if g.gap_closed is not None and g.gap_open is not None else (0.0, 0.0)
+        self._gap = (g.closed, span if span else 1.0, gaps[0], gaps[1] - gaps[0])
+        self._grasp = slice(self.scene.grasp_sensor, self.scene.grasp_sensor + 3)
+        self._rest = self.scene.table_top + self.scene.cube_half
+
+    @override
+    def sample_goal(self, rng: np.random.Generator) -> np.ndarray:
+        """The point ``lift_height`` above a start spot (kept for :meth:`initial_qpos`)."""
+        jitter = self.scene.spot_jitter
+        self._start = self.scene.spots[rng.integers(len(self.scene.spots))] + rng.uniform(-jitter, jitter, 2)
+        return np.array([*self._start, self._rest + self.cfg.lift_height])
+
+    @override
+    def min_episode_seconds(self, joint_speed: np.ndarray | None = None) -> float:
+        """Reach the table, grasp and lift at ``task.approach_speed`` (0 when unset), plus a second to close."""
+        push = super().min_episode_seconds(joint_speed)
+        if not push:
+            return 0.0
+        return (
+            push
+            - self.cfg.goal_max_distance / self.cfg.approach_speed
+            + 1.0
+            + 2 * self.cfg.lift_height / self.cfg.approach_speed
+        )
+
+    def gap(self, qpos: np.ndarray) -> np.ndarray:
+        """``(n,)`` fingertip gap (m) from the gripper's leader joint."""
+        closed, span, gap0, gap_span = self._gap
+        return gap0 + (qpos[:, self._grip_q] - closed) / span * gap_span
+
+    def held(self, qpos: np.ndarray, sensordata: np.ndarray) -> np.ndarray:
+        """``(n,)`` bool: the cube is between the fingers and they have stopped on it."""
+        cube = qpos[:, self._pos]
+        near = np.linalg.norm(sensordata[:, self._grasp] - cube, axis=1) < self.scene.cube_half
+        ratio = self.gap(qpos) / (2 * self.scene.cube_half)  # 0.8-1.3: stopped on a cube of ±10 % (DR) edge
+        return near & (ratio > 0.8) & (ratio < 1.3)
+
+    @override
+    def evaluate(
+        self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray, action: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        c, k = self.cfg, self.cfg.reward_sharpness
+        cube = qpos[:, self._pos]
+        on_table = self.scene.on_table(cube)
+        held = self.held(qpos, sensordata) & on_table
+        gained = np.clip((cube[:, 2] - self._rest) / c.lift_height, 0.0, 1.0)
+        success = held & (cube[:, 2] >= self._rest + c.lift_height)
+        terms = {
+            "reach": c.reach_weight * (1.0 - np.tanh(k * np.linalg.norm(sensordata[:, self._grasp] - cube, axis=1))),
+            "grasp": c.grasp_weight * held,
+            "lift": c.lift_weight * held * gained,
+            "goal": c.goal_weight
+            * on_table
+            * np.exp(-((np.linalg.norm(goal - cube, axis=1) / c.success_threshold) ** 2)),
+            "success_bonus": c.success_bonus * success,
+            "action": -c.action_weight * np.add.reduce(action * action, axis=1),
+            "off_table": c.off_table_penalty * ~on_table,
+        }
+        return np.asarray(sum(terms.values()), dtype=float), success, terms
+
+    @override
+    def goal_markers(self, goal: np.ndarray) -> dict[str, np.ndarray]:
+        return {"scene_goal": np.asarray(goal, dtype=float).copy()}
