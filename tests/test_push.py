@@ -242,3 +242,20 @@ def test_an_arm_that_cannot_reach_a_table_is_refused_in_one_line(cli) -> None:
     proc = cli("plan", "--steps-per-s", "1000", "--set", "env.task=push", "--set", f"env.robot={robot}")
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "reaches no band of table" in proc.stderr
+
+
+def test_object_mass_and_size_dr_keep_the_contact_solver_stable() -> None:
+    """Mass and size draws recompute the solver's mass-derived constants (``mj_setConst``): without that, an arm
+    pressing on a 0.1-0.2 kg cube blew up 10 times in these 16,000 steps (seeded: the same draws every run)."""
+    from embodied_ws.sim.vec_env import MujocoVecEnv
+
+    dr = parse_dr({"params": {"object_mass": {"range": [1.0, 2.0]}, "object_size": {"range": [0.9, 1.1]}}})
+    env = MujocoVecEnv(load_config("push"), dr, 32, seed=0)
+    env.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        action = rng.uniform(-1, 1, (32, 3))
+        action[:, 1:] = np.abs(action[:, 1:])  # shoulder and elbow forward/down: the hand presses on the table
+        env.step(action)
+    env.close()
+    assert env.core.physics_resets == 0

@@ -126,6 +126,12 @@ def _box_inertia(model: mujoco.MjModel, body: int) -> None:
 def _tie_object_inertia(model: mujoco.MjModel, rows: np.ndarray, values: np.ndarray, prev: object = None) -> None:
     for body in rows:
         _box_inertia(model, int(body))
+    _set_const(model)
+
+
+def _set_const(model: mujoco.MjModel) -> None:
+    # the constraint solver scales by constants derived from masses (invweight0): recompute them
+    mujoco.mj_setConst(model, mujoco.MjData(model))
 
 
 def _tie_cube_size(model: mujoco.MjModel, rows: np.ndarray, values: np.ndarray, prev: object = None) -> None:
@@ -136,6 +142,7 @@ def _tie_cube_size(model: mujoco.MjModel, rows: np.ndarray, values: np.ndarray, 
     model.geom_aabb[rows, 3:6] = half[:, None]
     for body in set(model.geom_bodyid[rows].tolist()):
         _box_inertia(model, int(body))
+    _set_const(model)
 
 
 def _tie_solimp(model: mujoco.MjModel, rows: np.ndarray, values: np.ndarray, prev: object = None) -> None:
