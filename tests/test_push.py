@@ -1,5 +1,6 @@
 """The push task: scene added from the arm's own workspace, env checkers, staged reward terms under random and
-scripted actions, a scripted pusher that succeeds, off-table detection, and the contact DR terms."""
+scripted actions, the scripted pusher (``embodied_ws.data.contact_experts``) succeeding, off-table detection,
+and the contact DR terms."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from gymnasium.utils.env_checker import check_env as gym_check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 from embodied_ws.config.loader import load_config, load_dr
+from embodied_ws.data.expert import EXPERTS, PushExpert
 from embodied_ws.randomization.appliers import APPLIERS, FieldApplier, select_rows
 from embodied_ws.randomization.spec import parse_dr
 from embodied_ws.sim.env import RobotEnv
@@ -21,64 +23,14 @@ from embodied_ws.sim.scene import OBJECT, TABLE
 TERMS = {"reach", "push", "goal", "success_bonus", "action", "off_table"}
 
 
-class Pusher:
-    """Scripted pusher (privileged state): damped-least-squares steps of the end effector with the robot's
-    Jacobian, first to above the point behind the cube, down to pushing height, then through the cube to the
-    push pose that leaves it on the goal; holds still once the cube is there. Absolute action mode."""
-
-    def __init__(self, env: RobotEnv, step: float = 0.03, push_step: float = 0.01, max_dq: float = 0.15) -> None:
-        self.env, self.step, self.push_step, self.max_dq = env, step, push_step, max_dq
-        m = env.model
-        sid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SENSOR, "embodied_ee_pos")
-        self.site = int(m.sensor_objid[sid])
-        self.pushing = False
-
-    def target(self) -> tuple[np.ndarray, np.ndarray]:
-        core, d = self.env.core, self.env.data
-        task, goal, sc = core.task, core.goal[0], core.task.scene
-        cube = task.cube(d.qpos[None])[0]
-        ee = d.sensordata[core.robot.ee_sensor_idx].copy()
-        if np.linalg.norm(cube[:2] - goal[:2]) < 0.4 * core.cfg.task.success_threshold:
-            return ee, ee  # there: hold still
-        pp = task.push_pose(cube[None], goal[None])[0]
-        u = (goal[:2] - cube[:2]) / max(float(np.linalg.norm(goal[:2] - cube[:2])), 1e-6)
-        behind = pp.copy()
-        behind[:2] -= u * 0.03
-        if not self.pushing:
-            if np.linalg.norm(ee[:2] - behind[:2]) > 0.02:
-                return np.array([*behind[:2], sc.push_height + 2.5 * sc.cube_half]), ee
-            if abs(ee[2] - sc.push_height) > 0.01:
-                return behind, ee
-            self.pushing = True
-        if np.linalg.norm(ee[:2] - pp[:2]) > 0.05:  # lost the cube: go around again
-            self.pushing = False
-        end = pp.copy()
-        end[:2] = goal[:2] - u * (sc.cube_half + sc.tool_radius) + u * 0.01
-        return end, ee
-
-    def act(self) -> np.ndarray:
-        core, d, m = self.env.core, self.env.data, self.env.model
-        robot = core.robot
-        tgt, ee = self.target()
-        err = tgt - ee
-        step = self.push_step if self.pushing else self.step
-        if np.linalg.norm(err) > step:
-            err *= step / np.linalg.norm(err)
-        jac = np.zeros((3, m.nv))
-        mujoco.mj_jacSite(m, d, jac, None, self.site)
-        j = jac[:, robot.qvel_idx]
-        dq = np.clip(j.T @ np.linalg.solve(j @ j.T + 0.05**2 * np.eye(3), err), -self.max_dq, self.max_dq)
-        gravity = d.qfrc_bias[robot.qvel_idx] / np.maximum(m.actuator_gainprm[: robot.nu, 0], 1e-6)
-        cmd = np.clip(d.qpos[robot.qpos_idx] + dq + gravity, robot.joint_low, robot.joint_high)
-        return np.clip((cmd - core.ctrl_mid) / core.ctrl_half, -1.0, 1.0)
-
-
-def _episodes(env: RobotEnv, seeds: range, policy: Pusher | None) -> tuple[list[float], list[bool], dict[str, float]]:
+def _episodes(
+    env: RobotEnv, seeds: range, policy: PushExpert | None
+) -> tuple[list[float], list[bool], dict[str, float]]:
     returns, successes, fired = [], [], dict.fromkeys(TERMS, 0.0)
     for seed in seeds:
         env.reset(seed=seed)
         if policy is not None:
-            policy.pushing = False
+            policy.reset()
         total, info = 0.0, {}
         for _ in range(env.core.episode_steps):
             action = env.action_space.sample() if policy is None else policy.act()
@@ -130,8 +82,9 @@ def test_scene_sits_under_the_arm_and_spots_are_on_the_table(scripted: RobotEnv)
 
 
 def test_scripted_pusher_succeeds_and_outscores_random(scripted: RobotEnv) -> None:
+    assert EXPERTS.get("push") is PushExpert
     seeds = range(10)
-    expert, ok, fired_expert = _episodes(scripted, seeds, Pusher(scripted))
+    expert, ok, fired_expert = _episodes(scripted, seeds, PushExpert(scripted))
     random_env = RobotEnv(load_config("push"), load_dr("push"), seed=0)
     random_env.action_space.seed(0)
     rand, rand_ok, fired_random = _episodes(random_env, seeds, None)
@@ -219,7 +172,8 @@ def test_fingertip_friction_touches_only_the_tool() -> None:
     assert names == {"hand"}  # arm3's end effector body holds the hand sphere only
 
 
-MENAGERIE = sorted((Path(__file__).parent / "fixtures" / "robots" / "menagerie").glob("*.xml"))
+MENAGERIE_DIR = Path(__file__).parent / "fixtures" / "robots" / "menagerie"
+MENAGERIE = sorted(MENAGERIE_DIR.glob("*.xml"))
 
 
 @pytest.mark.parametrize("path", MENAGERIE, ids=[p.stem for p in MENAGERIE])
@@ -259,3 +213,15 @@ def test_object_mass_and_size_dr_keep_the_contact_solver_stable() -> None:
         env.step(action)
     env.close()
     assert env.core.physics_resets == 0
+
+
+@pytest.mark.parametrize(
+    "robot,task,sets",
+    [("arm3", "push", []), (str(MENAGERIE_DIR / "panda.xml"), "lift", ["--set", "task.gripper=action"])],
+    ids=["arm3-push", "panda-lift"],
+)
+def test_task_check_is_green(cli, robot: str, task: str, sets: list[str]) -> None:
+    proc = cli("task", "check", robot, task, "--config", "push", *sets)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 blocking, 0 warnings" in proc.stdout
+    assert "ok: success: scripted expert" in proc.stdout

@@ -16,6 +16,7 @@ import numpy as np
 
 from embodied_ws.core.errors import UserError
 from embodied_ws.core.registry import Registry
+from embodied_ws.data.contact_experts import LiftExpert, PushExpert
 
 EXPERTS: Registry[type[Any]] = Registry("scripted expert")
 
@@ -105,3 +106,7 @@ class ReachExpert:
         goal = np.clip(self.solution + gravity, core.robot.joint_low, core.robot.joint_high)
         self.command = self.command + np.clip(goal - self.command, -self.max_step, self.max_step)
         return np.clip((self.command - core.ctrl_mid) / core.ctrl_half, -1.0, 1.0)
+
+
+EXPERTS.add("push", PushExpert)
+EXPERTS.add("lift", LiftExpert)

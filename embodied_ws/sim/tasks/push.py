@@ -58,6 +58,8 @@ class PushTask(Task):
     needs_ee = True
     free_space = False
     goal_dim = 3
+    #: rare-event terms (``task check`` does not ask them to fire under random or scripted actions)
+    event_terms = ("off_table",)
 
     def __init__(self, robot: Robot, cfg: TaskConfig) -> None:
         super().__init__(robot, cfg)
