@@ -196,7 +196,7 @@ def _same(a: np.ndarray | None, b: np.ndarray) -> bool:
 
 def _core_at_home(run: Path, *sets: str) -> tuple[ControlCore, np.ndarray]:
     core = ControlCore(resolve_target(run, ["deploy.soft_start_s=0.5", *sets]))
-    q = core.env.robot.home_qpos[core.qpos_adr].copy()
+    q = core.robot.home_qpos[core.qpos_adr].copy()
     assert core.set_state(q, np.zeros(3), 1.0, 0.0, seq=1)
     return core, q
 
@@ -213,7 +213,7 @@ def test_without_a_valid_task_the_core_holds_at_the_measured_pose_and_says_why(r
     assert level == "WARN" and "outside the robot's workspace" in line and "refused" in line, line
     assert not core.set_goal(np.array([5.0, 5.0, 5.0])) and not core.set_goal(np.array([0.3, np.nan, 0.3]))
     assert _same(core.tick(0.08), q) and "not finite" in loop_status(core)[1]
-    target = core.env.task.targets[7]
+    target = core.task.targets[7]
     assert core.set_goal(target)  # a reachable task: soft start from the measured pose
     assert _same(core.tick(0.12), q) and core.envelope.status.mode == "soft_start"
     assert loop_status(core) == ("OK", "soft start")
@@ -224,7 +224,7 @@ def test_a_restarted_state_source_holds_then_soft_starts_from_the_new_measured_p
     from embodied_ws.deploy.status import loop_status
 
     core, q = _core_at_home(run)
-    core.set_goal(core.env.task.targets[3])
+    core.set_goal(core.task.targets[3])
     for k in range(40):  # 1.6 s at 25 Hz: past the soft start
         core.set_state(q, np.zeros(3), 1.0 + 0.04 * (k + 1), 0.04 * (k + 1), seq=k + 2)
         core.tick(0.04 * (k + 1))
@@ -247,7 +247,7 @@ def test_position_clipping_on_most_ticks_is_a_warning_with_a_count(run: Path, tm
         "  elbow: {lower: 0.88, upper: 0.92}\n"
     )
     core, q = _core_at_home(run, f"deploy.limits_file={limits}", "deploy.soft_start_s=0")
-    core.set_goal(core.env.task.targets[int(np.argmax(core.env.task.targets[:, 2]))])  # far above: push the limits
+    core.set_goal(core.task.targets[int(np.argmax(core.task.targets[:, 2]))])  # far above: push the limits
     for k in range(60):
         out = core.tick(0.04 * (k + 1))
         core.set_state(out, np.zeros(3), 1.0 + 0.04 * (k + 1), 0.04 * (k + 1), seq=k + 2)  # a perfect servo

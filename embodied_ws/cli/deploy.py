@@ -29,7 +29,7 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
         path = Path(args.runs) / args.path  # a run name under --runs, like eval and gap
     core = ControlCore(resolve_target(path, overrides))
     if args.check:
-        out = {"robot": core.env.robot.name, "rate_hz": core.rate_hz, "state_joints": core.state_joints,
+        out = {"robot": core.robot.name, "rate_hz": core.rate_hz, "state_joints": core.state_joints,
                "lower": core.limits.lower.tolist(), "upper": core.limits.upper.tolist(),
                "max_step": core.limits.max_step.tolist()}  # fmt: skip
         print(json.dumps(out) if args.json else "\n".join(f"{k}: {v}" for k, v in out.items()))

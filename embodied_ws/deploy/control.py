@@ -33,16 +33,9 @@ from embodied_ws.deploy.safety import SafetyEnvelope
 from embodied_ws.deploy.workspace import Workspace
 from embodied_ws.policy.compat import check_actuators, check_layout
 from embodied_ws.policy.exported import ExportedPolicy
-from embodied_ws.randomization.spec import DRSpec
-from embodied_ws.sim.core import EnvCore, build_robot
-from embodied_ws.sim.robot import load_robot
-from embodied_ws.sim.robot_defaults import position_servos
-
-
-def state_joints(model: mujoco.MjModel) -> list[int]:
-    """Hinge and slide joints: what ``/joint_states`` must carry for the observation (free/ball joints are not)."""
-    kinds = (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE)
-    return [j for j in range(model.njnt) if mujoco.mjtJoint(int(model.jnt_type[j])) in kinds]
+from embodied_ws.sim.mapping import PolicyIO, build_robot
+from embodied_ws.sim.robot import load_robot, published_joints
+from embodied_ws.sim.tasks import make_task
 
 
 class ControlCore:
@@ -66,41 +59,46 @@ class ControlCore:
             raise
         check_actuators(target.meta, robot.actuator_names, robot.name, target.meta_path)
         try:
-            self.env = EnvCore(cfg, DRSpec(enabled=False), 1, 0, robot=robot)
+            self.task = make_task(cfg.env.task, robot, cfg.task)
         except ValueError as exc:  # e.g. no reachable target on this robot
             raise UserError(str(exc), cfg.env.robot) from None
-        check_layout(target.meta, self.env, cfg, target.meta_path)
-        if self.policy.layers[0][0].shape[1] != self.env.obs_dim:
-            raise UserError(f"network input is {self.policy.layers[0][0].shape[1]}, observation {self.env.obs_dim}",
+        self.robot = robot
+        #: what the policy's observation and actions mean here: the same mapping as in training (no env is built)
+        self.io = PolicyIO(cfg, robot, self.task)
+        check_layout(target.meta, self.io, cfg, target.meta_path)
+        if self.policy.layers[0][0].shape[1] != self.io.obs_dim:
+            raise UserError(f"network input is {self.policy.layers[0][0].shape[1]}, observation {self.io.obs_dim}",
                             target.meta_path)  # fmt: skip
         d = cfg.deploy
-        self.rate_hz = float(d.rate_hz or target.meta.get("control_rate_hz") or 1.0 / self.env.control_dt)
+        self.rate_hz = float(d.rate_hz or target.meta.get("control_rate_hz") or 1.0 / self.io.control_dt)
         if d.state_timeout_s < 2.0 / self.rate_hz:
             raise ConfigError(f"must be at least two control periods ({2.0 / self.rate_hz:.3f} s at "
                               f"{self.rate_hz:g} Hz), got {d.state_timeout_s}", "deploy.state_timeout_s")  # fmt: skip
         self.limits = command_limits(robot, target.meta, d, self.rate_hz)
         self.envelope = SafetyEnvelope(self.limits)
-        self.model = self.env.models[0]
+        # the physics copy training simulated when nothing rendered (kinematics and sensors are the same)
+        self.model = robot.physics_model if robot.physics_model is not None else robot.model
         self.data = mujoco.MjData(self.model)
-        joints = state_joints(self.model)
+        joints = published_joints(self.model)  # what /joint_states carries: the topic contract's joints
         #: joint names ``set_state`` expects, in order
         self.state_joints = [mujoco.mj_id2name(self.model, mujoco.mjtObj.mjOBJ_JOINT, j) for j in joints]
         #: where each of :attr:`state_joints` sits in MuJoCo's qpos / qvel
         self.qpos_adr = np.array([self.model.jnt_qposadr[j] for j in joints], dtype=np.int64)
         self.qvel_adr = np.array([self.model.jnt_dofadr[j] for j in joints], dtype=np.int64)
         #: for each actuator, the index of its joint in :attr:`state_joints`
-        self.actuated = np.array([self.state_joints.index(n) for n in self.env.robot.joint_names], dtype=np.int64)
-        self._delta = position_servos(self.model) & (cfg.env.action_mode == "delta")
-        self._any_delta = bool(self._delta.any())
-        self._mid, self._half = self.env.ctrl_mid, self.env.ctrl_half
-        self.goal_dim = self.env.goal.shape[1]
-        self.workspace = Workspace.of(self.env.task)
+        self.actuated = np.array([self.state_joints.index(n) for n in robot.joint_names], dtype=np.int64)
+        self._delta, self._any_delta = self.io.delta, self.io.any_delta
+        self._mid, self._half = self.io.ctrl_mid, self.io.ctrl_half
+        self.goal_dim = self.task.goal_dim
+        self.goal = np.zeros((1, self.goal_dim))
+        #: the servo set-points in [-1, 1] the policy has commanded (delta mode integrates into them)
+        self.setpoint = np.zeros((1, robot.nu))
+        self.workspace = Workspace.of(self.task)
         self.has_state = False
         self.has_goal = self.goal_dim == 0
         #: why there is no valid goal (empty: there is one); the loop holds at the measured pose meanwhile
         self.goal_problem = "" if self.has_goal else "no task on /embodied/task yet"
         self._scratch = self.data.qpos.copy()
-        self._unstable = np.zeros(1, dtype=bool)
         self._action = np.zeros((1, robot.nu))
         # views the observation code reads (batch of one)
         self._qpos, self._qvel, self._sens = self.data.qpos[None], self.data.qvel[None], self.data.sensordata[None]
@@ -129,7 +127,7 @@ class ControlCore:
         if problem:
             self.has_goal, self.goal_problem = False, problem
             return False
-        self.env.goal[0] = v
+        self.goal[0] = v
         if not self.has_goal and self.envelope.holding:
             self.envelope.disarm()  # a goal after a hold: soft start again from the measured pose
         self.has_goal, self.goal_problem = True, ""
@@ -152,7 +150,7 @@ class ControlCore:
             self.bad_states += 1
             return False
         self._scratch[self.qpos_adr] = q
-        measured = self._mid + self._half * self.env.hold_action(self._scratch)
+        measured = self._mid + self._half * self.io.hold_action(self._scratch)
         if not self.envelope.state_received(stamp, now, measured, seq, source):
             return False
         d = self.data
@@ -182,7 +180,7 @@ class ControlCore:
     # ----------------------------------------------------------------- the tick
     def measured_command(self) -> np.ndarray:
         """The command that holds the robot where it is (servo set-point = measured joint position)."""
-        return self._mid + self._half * self.env.hold_action(self.data.qpos)
+        return self._mid + self._half * self.io.hold_action(self.data.qpos)
 
     def tick(self, now: float) -> np.ndarray | None:
         """One control period at ``now``: the command to publish, or None (not ready, e-stopped).
@@ -190,7 +188,7 @@ class ControlCore:
         :param now: the caller's monotonic time (the same clock as ``set_state``'s ``now``)
         """
         self.ticks += 1
-        env, envelope = self.env, self.envelope
+        io, envelope = self.io, self.envelope
         if envelope.estopped or not self.has_state:
             return None  # nothing measured: nothing to hold either
         if not self.has_goal:  # no goal, no motion: hold at the measured pose
@@ -201,18 +199,22 @@ class ControlCore:
             return out
         if not envelope.armed:
             # start where the robot is: set-points = measured pose (as at an episode start)
-            env.first_obs(0, self.data.qpos, self.data.qvel, self.data.sensordata)
+            self.setpoint[0] = io.hold_action(self.data.qpos)
             if not envelope.arm(self.measured_command(), now):
                 return None
         t0 = self.clock()
-        obs, _, success, _, _ = env.finish_step(self._qpos, self._qvel, self._sens, self._action, self._unstable)
+        obs = io.observe(self._qpos, self._qvel, self._sens, self.goal, self.setpoint)
+        _, success, _ = self.task.evaluate(self._qpos, self._qvel, self._sens, self.goal, self._action)
         self._action[0] = self.policy.act(obs[0])
-        ctrl, _ = env.action_to_ctrl(self._action)
+        action = np.clip(self._action, -1.0, 1.0)
+        if not np.isfinite(action).all():  # as training treats a bad action: zero (delta servos hold)
+            action = np.zeros_like(action)
+        self.setpoint, ctrl = io.integrate(self.setpoint, action)
         compute = self.clock() - t0
         out = envelope.filter(ctrl[0], now, compute)
         if out is not None and self._any_delta:
             # the policy sees the set-point the robot was really given (limits, soft start, holds)
-            env.setpoint[0, self._delta] = ((out - self._mid) / self._half)[self._delta]
+            self.setpoint[0, self._delta] = ((out - self._mid) / self._half)[self._delta]
         self.compute_s = compute
         self.compute_max_s = max(self.compute_max_s, compute)
         self.last_obs, self.last_success = obs[0], bool(success[0])

@@ -9,7 +9,7 @@ from embodied_ws.core.errors import UserError
 
 if TYPE_CHECKING:
     from embodied_ws.config.schema import RunConfig
-    from embodied_ws.sim.core import EnvCore
+    from embodied_ws.sim.mapping import PolicyIO
 
 
 def _first_difference(ours: list[str], theirs: list[str]) -> int:
@@ -34,11 +34,11 @@ def check_actuators(meta: dict[str, Any], actuators: list[str], robot: str, wher
     _mismatch("action", list(meta.get("action", {}).get("actuators", [])), actuators, f"robot {robot!r}", where)
 
 
-def check_layout(meta: dict[str, Any], env: EnvCore, cfg: RunConfig, where: str) -> None:
+def check_layout(meta: dict[str, Any], env: PolicyIO, cfg: RunConfig, where: str) -> None:
     """The policy's observation layout must be what this robot and task produce; else one line naming the field.
 
     :param meta: the policy's ``policy.json``
-    :param env: the env core built for the robot being driven
+    :param env: the observation/action mapping of the robot being driven (an env core's ``io``, or deploy's)
     :param cfg: the configuration it was built from
     :param where: ``policy.json`` path for the error line
     """

@@ -17,90 +17,18 @@ from embodied_ws.config.schema import RunConfig
 from embodied_ws.randomization.latency import DelayLine, NoiseSource, add_noise
 from embodied_ws.randomization.sampler import DRSampler
 from embodied_ws.randomization.spec import DRSpec
-from embodied_ws.sim import robot_defaults as rd
-from embodied_ws.sim.robot import Robot, load_robot
-from embodied_ws.sim.tasks import TASKS, make_task
+from embodied_ws.sim.mapping import (  # noqa: F401 - build_robot, ee_speed: importable from here too
+    PolicyIO,
+    _clip1,
+    build_robot,
+    ee_speed,
+    episode_length,
+    joint_delta_scale,
+)
+from embodied_ws.sim.robot import Robot
+from embodied_ws.sim.tasks import make_task
 
 _SUM = np.add.reduce
-
-
-def _clip1(x: np.ndarray) -> np.ndarray:
-    """Clip to [-1, 1] with two ufunc calls (np.clip's Python wrapper costs more than the work here)."""
-    return np.minimum(np.maximum(x, -1.0), 1.0)
-
-
-def build_robot(cfg: RunConfig) -> Robot:
-    """Load the configured robot with what its task needs (end-effector sensor for reach); with
-    ``env.servo_damping: auto``, underdamped servos get joint damping (:func:`~embodied_ws.sim.dynamics_probe.
-    damp_underdamped`)."""
-    task_cls = TASKS.get(cfg.env.task, "env.task")
-    robot = load_robot(
-        cfg.env.robot,
-        cfg.task.ee_body or None,
-        need_ee=task_cls.needs_ee,
-        robot_args=cfg.env.robot_args,
-        package_paths=cfg.env.package_paths,
-        free_space=task_cls.free_space,
-        gripper=cfg.task.gripper,
-    )
-    if cfg.env.servo_damping == "auto":
-        from embodied_ws.sim.dynamics_probe import damp_underdamped
-
-        robot.added_damping = damp_underdamped(robot)
-    return robot
-
-
-def ee_speed(step: Any, ctrl_half: np.ndarray, lever: np.ndarray, control_dt: float) -> float:
-    """End-effector speed (m/s) at home when every joint moves its full delta step ``step · ctrl_half``."""
-    return float(np.sum(step * ctrl_half * lever)) / control_dt
-
-
-def joint_delta_scale(
-    robot: Robot,
-    delta_scale: float,
-    control_dt: float,
-    ctrl_half: np.ndarray,
-    ee_speed_limit: float = 0.0,
-    measured: np.ndarray | None = None,
-) -> Any:
-    """Delta mode: the largest set-point move per control step, per actuator, as a fraction of its
-    half range (rules in :mod:`embodied_ws.sim.robot_defaults`): ``delta_scale``, or less where the
-    joint's velocity limit ``v`` allows only ``v · control_dt`` per step; for a model with no velocity
-    limit, ``delta_scale`` shrunk by one common factor so that the joints together command at most
-    ``ee_speed_limit`` m/s at the end effector in the home pose. A scalar when no bound applies.
-
-    ``measured``: the joint speeds the arm actually reaches (:mod:`embodied_ws.sim.dynamics_probe`); a
-    set-point never moves faster than its joint can follow, whatever the model declares (a heavily damped
-    joint reaching 0.6 rad/s does not get set-points moving at a declared 2 rad/s).
-    """
-    scale = _declared_delta_scale(robot, delta_scale, control_dt, ctrl_half, ee_speed_limit)
-    if measured is None or measured.shape != ctrl_half.shape or not np.isfinite(measured).any():
-        return scale
-    follow = np.where(np.isfinite(measured), measured * control_dt / np.maximum(ctrl_half, 1e-9), np.inf)
-    if np.all(np.broadcast_to(scale, ctrl_half.shape) <= follow):
-        return scale  # the arm follows every set-point the declared rules allow: unchanged
-    return np.minimum(scale, follow)
-
-
-def _declared_delta_scale(
-    robot: Robot, delta_scale: float, control_dt: float, ctrl_half: np.ndarray, ee_speed_limit: float
-) -> Any:
-    v = robot.velocity_limit
-    if v is not None and np.isfinite(v).any():
-        cap = np.where(np.isfinite(v), v * control_dt / np.maximum(ctrl_half, 1e-9), np.inf)
-        return np.minimum(delta_scale, cap)
-    lever = robot.ee_lever
-    if not ee_speed_limit or lever is None or lever.shape != ctrl_half.shape:
-        return delta_scale
-    speed = ee_speed(delta_scale, ctrl_half, lever, control_dt)
-    if speed <= ee_speed_limit:
-        return delta_scale
-    return np.full(ctrl_half.shape, delta_scale * ee_speed_limit / speed)
-
-
-def episode_length(configured: int, min_seconds: float, control_dt: float) -> int:
-    """Control steps per episode: ``env.episode_steps``, or more when the task needs ``min_seconds``."""
-    return max(configured, math.ceil(min_seconds / control_dt - 1e-9))
 
 
 class EnvCore:
@@ -128,30 +56,14 @@ class EnvCore:
         self.models = [copy.copy(self.base_model) for _ in range(n)]
         self.visual = visual
         self.frame_skip = cfg.env.frame_skip
-        self.control_dt = self.robot.control_dt * self.frame_skip
-        nu, obs_dim = self.robot.nu, self.task.obs_dim
-        self.ctrl_mid = (self.robot.ctrl_high + self.robot.ctrl_low) / 2.0
-        self.ctrl_half = (self.robot.ctrl_high - self.robot.ctrl_low) / 2.0
-        m = self.robot.model
-        self._servo = rd.position_servos(m)
-        # task.gripper: action: a gripper's action is absolute, -1 closed .. +1 open (sim/gripper.py's mapping)
-        self._gripper = np.zeros(nu, dtype=bool)
-        for k, g in zip(self.robot.gripper_actuators, self.robot.grippers, strict=False):
-            self.ctrl_mid[k], self.ctrl_half[k], self._gripper[k] = g.ctrl_mid, g.ctrl_half, True
-        # delta mode: servo actuators integrate actions into set-points (kept in ``setpoint``, in [-1, 1])
-        self._delta = self._servo & (cfg.env.action_mode == "delta") & ~self._gripper
-        measured = self.robot.dynamics().measured_speeds() if self._delta.any() else None
-        self.delta_scale = joint_delta_scale(
-            self.robot, cfg.env.delta_scale, self.control_dt, self.ctrl_half, cfg.env.ee_speed_limit, measured
-        )
-        self._any_delta, self._all_delta = bool(self._delta.any()), bool(self._delta.all())
-        # set-points of delta-mode joints move at most this fast; absolute-mode set-points jump (no bound)
-        joint_speed = np.where(self._delta, np.broadcast_to(self.delta_scale, (nu,)) * self.ctrl_half, np.inf)
-        self.episode_steps = episode_length(
-            cfg.env.episode_steps, self.task.min_episode_seconds(joint_speed / self.control_dt), self.control_dt
-        )
+        #: the observation/action mapping (shared with the deploy loop)
+        self.io = io = PolicyIO(cfg, self.robot, self.task)
+        nu = self.robot.nu
+        self.control_dt, self.ctrl_mid, self.ctrl_half = io.control_dt, io.ctrl_mid, io.ctrl_half
+        self.delta_scale, self.episode_steps = io.delta_scale, io.episode_steps
+        self._delta = io.delta
         self.setpoint = np.zeros((n, nu))
-        self.obs_dim = obs_dim + (nu if self._delta.any() else 0)
+        self.obs_dim = io.obs_dim
         self.seed(seed)
         self.act_delay = DelayLine(n, nu, self.dr[0].max_latency("action_latency"))
         self.obs_delay = DelayLine(n, self.obs_dim, self.dr[0].max_latency("obs_latency"))
@@ -237,12 +149,7 @@ class EnvCore:
 
     def hold_action(self, qpos: np.ndarray) -> np.ndarray:
         """The action that keeps servos where they are (0 for torque actuators)."""
-        a = np.zeros(self.robot.nu)
-        q = qpos[self.robot.qpos_idx]
-        a[self._servo] = ((q - self.ctrl_mid) / self.ctrl_half)[self._servo]
-        for k, g in zip(self.robot.gripper_actuators, self.robot.grippers, strict=False):
-            a[k] = g.action(q[k])
-        return np.clip(a, -1.0, 1.0)
+        return self.io.hold_action(qpos)
 
     # ----------------------------------------------------------------- stepping
     def action_to_ctrl(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -258,13 +165,8 @@ class EnvCore:
             self.bad_actions += int(bad.sum())
         if self._act_noise_on:
             a = _clip1(self._act_noise_src.add(a, self.act_noise[:, None]))
-        a = self.act_delay.push(a)
-        if self._all_delta:
-            a = self.setpoint = _clip1(self.setpoint + self.delta_scale * a)
-        elif self._any_delta:
-            moved = _clip1(self.setpoint + self.delta_scale * a)
-            a = self.setpoint = np.where(self._delta, moved, a)
-        return self.ctrl_mid + self.ctrl_half * a, bad
+        self.setpoint, ctrl = self.io.integrate(self.setpoint, self.act_delay.push(a))
+        return ctrl, bad
 
     def finish_step(
         self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, actions: np.ndarray, unstable: np.ndarray
@@ -296,15 +198,11 @@ class EnvCore:
     def _observe(
         self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray, setpoint: np.ndarray
     ) -> np.ndarray:
-        obs = self.task.observe(qpos, qvel, sensordata, goal)
-        if self.obs_dim == obs.shape[1]:
-            return obs
-        return np.concatenate([obs, setpoint], axis=1)
+        return self.io.observe(qpos, qvel, sensordata, goal, setpoint)
 
     def obs_names(self) -> list[str]:
         """Name of each observation entry (task entries, then servo set-points in delta mode)."""
-        extra = [f"setpoint/{n}" for n in self.robot.actuator_names] if self.obs_dim > self.task.obs_dim else []
-        return self.task.obs_names() + extra
+        return self.io.obs_names()
 
     def infos(self, success: np.ndarray, terms: dict[str, np.ndarray], unstable: np.ndarray) -> list[dict[str, Any]]:
         """Per-env ``info`` dicts: ``is_success``, reward terms, sampled DR values, physics-reset flag."""

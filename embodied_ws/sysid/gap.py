@@ -73,7 +73,7 @@ def load_policy(run_dir: Path, env: Any) -> Any:
     where = str(run_dir / "policy" / "policy.json")
     core = env.core
     check_actuators(policy.meta, list(core.robot.actuator_names), core.robot.name, where)
-    check_layout(policy.meta, core, env.cfg, where)
+    check_layout(policy.meta, core.io, env.cfg, where)
     obs_size = env.observation_space.shape[0]
     if policy.obs_size != obs_size:
         raise UserError(f"policy expects {policy.obs_size} observations, the env gives {obs_size}", where)

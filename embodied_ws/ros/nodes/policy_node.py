@@ -81,6 +81,7 @@ class PolicyNode(LifecycleNode):
         self._said: tuple[str, str, int] = ("", "", 0)  # (mode, reason, restarts) last logged
         self._clip_said = False
         self._t_report = -math.inf
+        self._mode_seen = ""
         self._events_seen = 0
         self._joint_error = ""
         self._episode: int | None = None
@@ -125,7 +126,7 @@ class PolicyNode(LifecycleNode):
             self.pub_cmd = self.create_publisher(Float64MultiArray, self.command_topic, qos.COMMAND)
         self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self._decoder = cdr.JointStateDecoder(core.state_joints)
-        self._encoder = cdr.FloatArrayEncoder(core.env.robot.nu)
+        self._encoder = cdr.FloatArrayEncoder(core.robot.nu)
         self._subs = [
             self.create_subscription(JointState, "/joint_states", self._on_state, qos.STATE, raw=True),
             self.create_subscription(Float64MultiArray, "/embodied/task", self._on_task, qos.LATCHED),
@@ -210,7 +211,7 @@ class PolicyNode(LifecycleNode):
             q, qd = self._decoder.read(raw)
         except KeyError as exc:
             if not self._joint_error:
-                self._joint_error = f"/joint_states: {exc.args[0]} (robot {core.env.robot.name})"
+                self._joint_error = f"/joint_states: {exc.args[0]} (robot {core.robot.name})"
                 self.get_logger().error(self._joint_error)
             return
         except cdr.CdrError as exc:
@@ -255,8 +256,11 @@ class PolicyNode(LifecycleNode):
         self._log_changes()
         ev = core.envelope.status.events  # per-tick clipping is counted, and reported once it is most ticks
         events = sum(v for k, v in ev.items() if k not in ("position_limit", "rate_limit", "track_limit"))
-        if events != self._events_seen:  # watchdog, restart, hold and e-stop events are reported at once
-            self._events_seen = events
+        mode = core.envelope.status.mode
+        # watchdog, restart, hold and e-stop events, and every change of mode (hold -> soft start -> running),
+        # are reported at once: a soft start shorter than the diagnostics period is seen too
+        if events != self._events_seen or mode != self._mode_seen:
+            self._events_seen, self._mode_seen = events, mode
             self._report()
 
     def _log_changes(self) -> None:
@@ -312,7 +316,7 @@ class PolicyNode(LifecycleNode):
             level=_LEVEL[level],
             name="policy_node: control loop",
             message=message,
-            hardware_id=core.env.robot.name,
+            hardware_id=core.robot.name,
             values=[KeyValue(key=k, value=str(v)) for k, v in values.items()],
         )
 
@@ -334,7 +338,7 @@ def summary(node: PolicyNode) -> dict[str, Any]:
     core = node.core
     st = core.envelope.status
     return {
-        "robot": core.env.robot.name,
+        "robot": core.robot.name,
         "mode": st.mode,
         "dry_run": node.dry_run,
         "target_hz": core.rate_hz,

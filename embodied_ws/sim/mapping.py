@@ -1,0 +1,172 @@
+"""The observation/action mapping between a policy and a robot running a task — one module for the env and
+the deploy loop, so what a policy sees and what its actions do are the same code in training and on the robot.
+
+- **actions → controls**: actions in [-1, 1]; a position servo in ``delta`` mode integrates its action into a
+  set-point (at most ``delta_scale`` of its half range per control period, never faster than the joint can
+  follow), ``absolute`` actuators map linearly onto their control range, a gripper's action is absolute
+  (-1 closed, +1 open; :mod:`embodied_ws.sim.gripper`);
+- **observation**: the task's observation, then the servo set-points in delta mode;
+- **hold**: the action that keeps the servos where the robot is (an episode's first set-points, deploy's hold).
+
+The env core adds DR, latency, noise and episode bookkeeping around it; the deploy control core adds the
+safety envelope. Neither builds the other.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from embodied_ws.config.schema import RunConfig
+from embodied_ws.sim import robot_defaults as rd
+from embodied_ws.sim.robot import Robot, load_robot
+from embodied_ws.sim.tasks import TASKS
+
+
+def _clip1(x: np.ndarray) -> np.ndarray:
+    """Clip to [-1, 1] with two ufunc calls (np.clip's Python wrapper costs more than the work here)."""
+    return np.minimum(np.maximum(x, -1.0), 1.0)
+
+
+def build_robot(cfg: RunConfig) -> Robot:
+    """Load the configured robot with what its task needs (end-effector sensor for reach); with
+    ``env.servo_damping: auto``, underdamped servos get joint damping (:func:`~embodied_ws.sim.dynamics_probe.
+    damp_underdamped`)."""
+    task_cls = TASKS.get(cfg.env.task, "env.task")
+    robot = load_robot(
+        cfg.env.robot,
+        cfg.task.ee_body or None,
+        need_ee=task_cls.needs_ee,
+        robot_args=cfg.env.robot_args,
+        package_paths=cfg.env.package_paths,
+        free_space=task_cls.free_space,
+        gripper=cfg.task.gripper,
+    )
+    if cfg.env.servo_damping == "auto":
+        from embodied_ws.sim.dynamics_probe import damp_underdamped
+
+        robot.added_damping = damp_underdamped(robot)
+    return robot
+
+
+def ee_speed(step: Any, ctrl_half: np.ndarray, lever: np.ndarray, control_dt: float) -> float:
+    """End-effector speed (m/s) at home when every joint moves its full delta step ``step · ctrl_half``."""
+    return float(np.sum(step * ctrl_half * lever)) / control_dt
+
+
+def joint_delta_scale(
+    robot: Robot,
+    delta_scale: float,
+    control_dt: float,
+    ctrl_half: np.ndarray,
+    ee_speed_limit: float = 0.0,
+    measured: np.ndarray | None = None,
+) -> Any:
+    """Delta mode: the largest set-point move per control step, per actuator, as a fraction of its
+    half range (rules in :mod:`embodied_ws.sim.robot_defaults`): ``delta_scale``, or less where the
+    joint's velocity limit ``v`` allows only ``v · control_dt`` per step; for a model with no velocity
+    limit, ``delta_scale`` shrunk by one common factor so that the joints together command at most
+    ``ee_speed_limit`` m/s at the end effector in the home pose. A scalar when no bound applies.
+
+    ``measured``: the joint speeds the arm actually reaches (:mod:`embodied_ws.sim.dynamics_probe`); a
+    set-point never moves faster than its joint can follow, whatever the model declares (a heavily damped
+    joint reaching 0.6 rad/s does not get set-points moving at a declared 2 rad/s).
+    """
+    scale = _declared_delta_scale(robot, delta_scale, control_dt, ctrl_half, ee_speed_limit)
+    if measured is None or measured.shape != ctrl_half.shape or not np.isfinite(measured).any():
+        return scale
+    follow = np.where(np.isfinite(measured), measured * control_dt / np.maximum(ctrl_half, 1e-9), np.inf)
+    if np.all(np.broadcast_to(scale, ctrl_half.shape) <= follow):
+        return scale  # the arm follows every set-point the declared rules allow: unchanged
+    return np.minimum(scale, follow)
+
+
+def _declared_delta_scale(
+    robot: Robot, delta_scale: float, control_dt: float, ctrl_half: np.ndarray, ee_speed_limit: float
+) -> Any:
+    v = robot.velocity_limit
+    if v is not None and np.isfinite(v).any():
+        cap = np.where(np.isfinite(v), v * control_dt / np.maximum(ctrl_half, 1e-9), np.inf)
+        return np.minimum(delta_scale, cap)
+    lever = robot.ee_lever
+    if not ee_speed_limit or lever is None or lever.shape != ctrl_half.shape:
+        return delta_scale
+    speed = ee_speed(delta_scale, ctrl_half, lever, control_dt)
+    if speed <= ee_speed_limit:
+        return delta_scale
+    return np.full(ctrl_half.shape, delta_scale * ee_speed_limit / speed)
+
+
+def episode_length(configured: int, min_seconds: float, control_dt: float) -> int:
+    """Control steps per episode: ``env.episode_steps``, or more when the task needs ``min_seconds``."""
+    return max(configured, math.ceil(min_seconds / control_dt - 1e-9))
+
+
+class PolicyIO:
+    """What a policy's observation and actions mean on ``robot`` running ``task`` (rules in the module docstring).
+
+    :param cfg: the run configuration (``env.action_mode``, ``env.delta_scale``, ``env.ee_speed_limit``,
+        ``env.frame_skip``, ``env.episode_steps``)
+    :param robot: the loaded robot
+    :param task: the task built on it
+    """
+
+    def __init__(self, cfg: RunConfig, robot: Robot, task: Any) -> None:
+        self.robot, self.task = robot, task
+        nu = robot.nu
+        self.control_dt = robot.control_dt * cfg.env.frame_skip
+        self.ctrl_mid = (robot.ctrl_high + robot.ctrl_low) / 2.0
+        self.ctrl_half = (robot.ctrl_high - robot.ctrl_low) / 2.0
+        self.servo = rd.position_servos(robot.model)
+        self.gripper = np.zeros(nu, dtype=bool)
+        for k, g in zip(robot.gripper_actuators, robot.grippers, strict=False):
+            self.ctrl_mid[k], self.ctrl_half[k], self.gripper[k] = g.ctrl_mid, g.ctrl_half, True
+        #: actuators whose actions move a set-point (delta-mode servos) rather than set it
+        self.delta = self.servo & (cfg.env.action_mode == "delta") & ~self.gripper
+        self.any_delta, self.all_delta = bool(self.delta.any()), bool(self.delta.all())
+        measured = robot.dynamics().measured_speeds() if self.any_delta else None
+        self.delta_scale = joint_delta_scale(
+            robot, cfg.env.delta_scale, self.control_dt, self.ctrl_half, cfg.env.ee_speed_limit, measured
+        )
+        # set-points of delta-mode joints move at most this fast; absolute-mode set-points jump (no bound)
+        joint_speed = np.where(self.delta, np.broadcast_to(self.delta_scale, (nu,)) * self.ctrl_half, np.inf)
+        self.episode_steps = episode_length(
+            cfg.env.episode_steps, task.min_episode_seconds(joint_speed / self.control_dt), self.control_dt
+        )
+        self.obs_dim = task.obs_dim + (nu if self.any_delta else 0)
+
+    def hold_action(self, qpos: np.ndarray) -> np.ndarray:
+        """The action that keeps servos where they are (0 for torque actuators)."""
+        robot = self.robot
+        a = np.zeros(robot.nu)
+        q = qpos[robot.qpos_idx]
+        a[self.servo] = ((q - self.ctrl_mid) / self.ctrl_half)[self.servo]
+        for k, g in zip(robot.gripper_actuators, robot.grippers, strict=False):
+            a[k] = g.action(q[k])
+        return np.clip(a, -1.0, 1.0)
+
+    def integrate(self, setpoint: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(new set-points, controls)`` for a batch of actions already in [-1, 1] (delta servos integrate)."""
+        a = actions
+        if self.all_delta:
+            a = setpoint = _clip1(setpoint + self.delta_scale * a)
+        elif self.any_delta:
+            moved = _clip1(setpoint + self.delta_scale * a)
+            a = setpoint = np.where(self.delta, moved, a)
+        return setpoint, self.ctrl_mid + self.ctrl_half * a
+
+    def observe(
+        self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray, setpoint: np.ndarray
+    ) -> np.ndarray:
+        """The policy's observation for a batch: the task's, then the set-points in delta mode."""
+        obs = self.task.observe(qpos, qvel, sensordata, goal)
+        if self.obs_dim == obs.shape[1]:
+            return obs
+        return np.concatenate([obs, setpoint], axis=1)
+
+    def obs_names(self) -> list[str]:
+        """Name of each observation entry (task entries, then servo set-points in delta mode)."""
+        extra = [f"setpoint/{n}" for n in self.robot.actuator_names] if self.any_delta else []
+        return self.task.obs_names() + extra
