@@ -217,8 +217,12 @@ def test_object_mass_and_size_dr_keep_the_contact_solver_stable() -> None:
 
 @pytest.mark.parametrize(
     "robot,task,sets",
-    [("arm3", "push", []), (str(MENAGERIE_DIR / "panda.xml"), "lift", ["--set", "task.gripper=action"])],
-    ids=["arm3-push", "panda-lift"],
+    [
+        ("arm3", "push", []),
+        (str(MENAGERIE_DIR / "panda.xml"), "lift", ["--set", "task.gripper=action"]),
+        (str(MENAGERIE_DIR / "panda.xml"), "pick_place", ["--set", "task.gripper=action"]),
+    ],
+    ids=["arm3-push", "panda-lift", "panda-pick_place"],
 )
 def test_task_check_is_green(cli, robot: str, task: str, sets: list[str]) -> None:
     proc = cli("task", "check", robot, task, "--config", "push", *sets)

@@ -110,3 +110,4 @@ class ReachExpert:
 
 EXPERTS.add("push", PushExpert)
 EXPERTS.add("lift", LiftExpert)
+EXPERTS.add("pick_place", LiftExpert)  # the same grasp, then up and over to the goal in the air

@@ -107,3 +107,40 @@ class LiftTask(PushTask):
     @override
     def goal_markers(self, goal: np.ndarray) -> dict[str, np.ndarray]:
         return {"scene_goal": np.asarray(goal, dtype=float).copy()}
+
+
+@TASKS.register("pick_place")
+class PickPlaceTask(LiftTask):
+    """Pick the cube and carry it to a goal in the air: ``lift_height`` above a table spot
+    ``goal_min_distance``–``goal_max_distance`` from the start.
+
+    Reward: :class:`LiftTask`'s terms, plus ``carry``: ``push_weight · [held] · (1 − tanh(k · |cube − goal|))``;
+    ``goal`` pays on the 3-D distance; success (and ``success_bonus``): held with the cube within
+    ``success_threshold`` of the goal.
+    """
+
+    @override
+    def sample_goal(self, rng: np.random.Generator) -> np.ndarray:
+        goal = PushTask.sample_goal(self, rng)
+        goal[2] += self.cfg.lift_height
+        return goal
+
+    @override
+    def min_episode_seconds(self, joint_speed: np.ndarray | None = None) -> float:
+        """:class:`LiftTask`'s time plus the carry over ``goal_max_distance`` at ``task.approach_speed``."""
+        lift = super().min_episode_seconds(joint_speed)
+        return lift + self.cfg.goal_max_distance / self.cfg.approach_speed if lift else 0.0
+
+    @override
+    def evaluate(
+        self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray, action: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        _, _, terms = super().evaluate(qpos, qvel, sensordata, goal, action)
+        c = self.cfg
+        cube = qpos[:, self._pos]
+        held = self.held(qpos, sensordata) & self.scene.on_table(cube)
+        d_goal = np.linalg.norm(goal - cube, axis=1)
+        success = held & (d_goal < c.success_threshold)
+        terms["carry"] = c.push_weight * held * (1.0 - np.tanh(c.reward_sharpness * d_goal))
+        terms["success_bonus"] = c.success_bonus * success
+        return np.asarray(sum(terms.values()), dtype=float), success, terms
