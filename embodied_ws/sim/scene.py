@@ -1,16 +1,20 @@
 """Contact-task scenes: a table, a cube and a goal marker added to any robot, inside its own workspace.
 
 Nothing is written by hand per robot. The arm's end-effector positions over random joint configurations
-(:func:`~embodied_ws.sim.tasks.reach.workspace_sample`) give the workspace; the table top is put at the
-height where the end effector reaches the widest band of table in front of the robot (the side its end
-effector points to in the home pose), the table covers that band, and the cube's start and goal spots are
-drawn from the reachable band itself, so every spot can be touched at pushing height by construction.
+(:func:`~embodied_ws.sim.tasks.reach.workspace_sample`) give the workspace. The tool's extent in the home
+pose (:func:`tool_extent`: how far fingertips or a hand sphere hang below the end-effector point) sets the
+pushing height above the table. The table goes in front of the robot (the side its end effector points to
+at home), under its first joint and under the home pose, at the lowest height whose pushable area is at
+least half the widest; the pushable area is where the end effector reaches at pushing height with room to
+get round the cube (the reachable band, eroded by the cube and the tool; for an arm turning about the
+vertical, by radius and sector). Cube start and goal spots are drawn from that area, so each can be reached
+from every side by construction; an arm that reaches no such area is refused in one line.
 
 The scene is added to a copy of the robot's :class:`mujoco.MjSpec` (:attr:`Robot.spec`) and the robot's
 model is replaced by the compiled result (the arm's joints, actuators and sensors keep their indices: the
-cube's free joint comes last). A robot whose links collide with nothing (``contype = conaffinity = 0``,
-like ``arm3``) gets the scene's contact bit on its moving geoms, so it touches the cube and the table but
-still not itself nor the floor.
+cube's free joint comes last), with a ``scene_grasp`` site between the fingers and its position sensor. A
+robot whose tool collides with nothing (``contype = conaffinity = 0``, like ``arm3``) gets the scene's
+contact bit on its moving geoms, so it touches the cube and the table but still not itself nor the floor.
 """
 
 from __future__ import annotations
