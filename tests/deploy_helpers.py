@@ -40,7 +40,36 @@ def untrained_run(run_dir: Path, *overrides: str) -> Path:
 COMMANDS = "/joint_group_position_controller/commands"
 
 
-class FaultProbe:
+class LifecycleCalls:
+    """Service calls and lifecycle transitions of a test probe (needs ``wait``, ``change`` and ``change_type``)."""
+
+    change: Any  # the /policy_node/change_state client
+    change_type: Any  # lifecycle_msgs ChangeState
+    wait: Any  # the probe's own spin-until-true: wait(pred, timeout) -> bool
+
+    def call(self, client: Any, request: Any, timeout: float = 30.0, resend: bool = False) -> Any:
+        """Call a service. ``resend`` (idempotent services only): re-send every 5 s, as a reply sent before DDS
+        matched our response reader is lost (``wait_for_service`` only says the request side is matched)."""
+        assert client.wait_for_service(timeout_sec=timeout), client.srv_name
+        tries, wait_s = (max(1, int(timeout // 5)), 5.0) if resend else (1, timeout)
+        for _ in range(tries):
+            future = client.call_async(request)
+            if self.wait(future.done, wait_s):
+                return future.result()
+        raise AssertionError(f"{client.srv_name} did not answer")
+
+    def transition(self, label: str) -> bool:
+        """A lifecycle transition of /policy_node by name; whether it succeeded."""
+        from lifecycle_msgs.msg import Transition
+
+        ids = {"configure": Transition.TRANSITION_CONFIGURE, "activate": Transition.TRANSITION_ACTIVATE,
+               "deactivate": Transition.TRANSITION_DEACTIVATE, "cleanup": Transition.TRANSITION_CLEANUP}  # fmt: skip
+        req = self.change_type.Request()
+        req.transition.id = ids[label]
+        return bool(self.call(self.change, req).success)
+
+
+class FaultProbe(LifecycleCalls):
     """The fault tests' own rclpy node: lifecycle client, e-stop and task publisher, simulator services, and
     listeners on commands, joint states and /diagnostics that keep each message's *source timestamp* (the
     publisher's clock: the same machine's for every node), so a command can be compared with the states
@@ -83,6 +112,7 @@ class FaultProbe:
         self.estop_pub = n.create_publisher(Bool, "/embodied/estop", qos.LATCHED)
         self.task_pub = n.create_publisher(Float64MultiArray, "/embodied/task", qos.LATCHED)
         self.change = n.create_client(ChangeState, "/policy_node/change_state")
+        self.change_type = ChangeState
         self.get = n.create_client(GetState, "/policy_node/get_state")
         self.reset = n.create_client(Trigger, "/mujoco_sim_node/reset")
         self.pause = n.create_client(SetBool, "/mujoco_sim_node/set_pause")
@@ -136,26 +166,6 @@ class FaultProbe:
         assert ok, [(d["mode"], d["message"]) for _, d in self.diags[-5:]]
         return self.diag_since(t, pred)
 
-    def call(self, client: Any, request: Any, timeout: float = 30.0, resend: bool = True) -> Any:
-        """Call a service, re-sending every 5 s (idempotent services only: a reply sent before DDS matched
-        our response reader is lost)."""
-        assert client.wait_for_service(timeout_sec=timeout), client.srv_name
-        tries, wait_s = (max(1, int(timeout // 5)), 5.0) if resend else (1, timeout)
-        for _ in range(tries):
-            future = client.call_async(request)
-            if self.wait(future.done, wait_s):
-                return future.result()
-        raise AssertionError(f"{client.srv_name} did not answer")
-
-    def transition(self, label: str) -> bool:
-        from lifecycle_msgs.msg import Transition
-
-        ids = {"configure": Transition.TRANSITION_CONFIGURE, "activate": Transition.TRANSITION_ACTIVATE,
-               "deactivate": Transition.TRANSITION_DEACTIVATE}  # fmt: skip
-        req = self._msgs["ChangeState"].Request()
-        req.transition.id = ids[label]
-        return bool(self.call(self.change, req, resend=False).success)
-
     def estop(self, on: bool) -> float:
         """Publish the e-stop (latched); returns the publish time on the source clock (wall time)."""
         self.estop_pub.publish(self._msgs["Bool"](data=on))
@@ -166,11 +176,11 @@ class FaultProbe:
 
     def reset_sim(self) -> None:
         self.goal = None
-        assert self.call(self.reset, self._msgs["Trigger"].Request()).success
+        assert self.call(self.reset, self._msgs["Trigger"].Request(), resend=True).success
         assert self.wait(lambda: self.goal is not None, 20)
 
     def pause_sim(self, on: bool) -> None:
-        assert self.call(self.pause, self._msgs["SetBool"].Request(data=on)).success
+        assert self.call(self.pause, self._msgs["SetBool"].Request(data=on), resend=True).success
 
     def set_sim_parameter(self, name: str, value: float) -> None:
         from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
@@ -178,7 +188,7 @@ class FaultProbe:
         req = self._msgs["SetParameters"].Request()
         req.parameters = [Parameter(name=name, value=ParameterValue(type=ParameterType.PARAMETER_DOUBLE,
                                                                     double_value=float(value)))]  # fmt: skip
-        assert all(r.successful for r in self.call(self.params, req).results)
+        assert all(r.successful for r in self.call(self.params, req, resend=True).results)
 
     # ------------------------------------------------------------------ measurements
     def command_offsets(self, since: float = 0.0, known: tuple = ()) -> list[float]:

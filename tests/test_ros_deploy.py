@@ -19,7 +19,7 @@ import mujoco
 import numpy as np
 import pytest
 from conftest import train_cmd
-from deploy_helpers import untrained_run
+from deploy_helpers import LifecycleCalls, untrained_run
 from ros_helpers import ROOT, start_node, stop
 
 from embodied_ws.sim.robot import load_robot
@@ -56,7 +56,7 @@ def exported_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return untrained_run(tmp_path_factory.mktemp("deploy_untrained") / "run")
 
 
-class Probe:
+class Probe(LifecycleCalls):
     """The test's own rclpy node: lifecycle client, e-stop publisher, command/diagnostics/state listeners."""
 
     def __init__(self) -> None:
@@ -85,6 +85,7 @@ class Probe:
                               qos.LATCHED)  # fmt: skip
         self.estop_pub = n.create_publisher(Bool, "/embodied/estop", qos.LATCHED)
         self.change = n.create_client(ChangeState, "/policy_node/change_state")
+        self.change_type = ChangeState
         self.get = n.create_client(GetState, "/policy_node/get_state")
         self.reset = n.create_client(Trigger, "/mujoco_sim_node/reset")
         self._types = (ChangeState, GetState, Trigger, Bool)
@@ -114,26 +115,6 @@ class Probe:
                 return False
             self.ex.spin_once(timeout_sec=0.02)
         return True
-
-    def call(self, client: Any, request: Any, timeout: float = 30.0, resend: bool = False) -> Any:
-        """Call a service. ``resend`` (idempotent services only): re-send every 5 s, as a reply sent before DDS
-        matched our response reader is lost (``wait_for_service`` only says the request side is matched)."""
-        assert client.wait_for_service(timeout_sec=timeout), client.srv_name
-        tries, wait_s = (max(1, int(timeout // 5)), 5.0) if resend else (1, timeout)
-        for _ in range(tries):
-            future = client.call_async(request)
-            if self.wait(future.done, wait_s):
-                return future.result()
-        raise AssertionError(f"{client.srv_name} did not answer")
-
-    def transition(self, label: str) -> bool:
-        from lifecycle_msgs.msg import Transition
-
-        ids = {"configure": Transition.TRANSITION_CONFIGURE, "activate": Transition.TRANSITION_ACTIVATE,
-               "deactivate": Transition.TRANSITION_DEACTIVATE, "cleanup": Transition.TRANSITION_CLEANUP}  # fmt: skip
-        req = self._types[0].Request()
-        req.transition.id = ids[label]
-        return bool(self.call(self.change, req).success)
 
     def lifecycle_state(self) -> str:
         return self.call(self.get, self._types[1].Request(), resend=True).current_state.label

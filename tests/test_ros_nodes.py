@@ -324,7 +324,7 @@ def test_reset_reply_without_episode_id_episode_comes_from_the_task_topic() -> N
 
 @pytest.mark.parametrize(
     "case,exit_code,logged",
-    [("resume", 2, "no complete checkpoint to resume from"), ("runs-is-a-file", 1, "NotADirectoryError")],
+    [("resume", 2, "no complete checkpoint to resume from"), ("runs-is-a-file", 2, "is not a folder")],
 )
 def test_trainer_node_error_in_training_thread_is_logged_and_sets_exit_code(
     tmp_path: Path, case: str, exit_code: int, logged: str

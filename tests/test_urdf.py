@@ -274,7 +274,7 @@ def test_training_saves_the_generated_mjcf_in_the_run_folder(cli, tmp_path: Path
     shutil.copytree(tmp_path / "tiny" / "policy", alone)
     core = ControlCore(resolve_target(alone))
     meta = json.loads((alone / "policy.json").read_text())
-    assert core.env.robot.actuator_names == meta["action"]["actuators"] and len(meta["joints"]["names"]) == 7
+    assert core.robot.actuator_names == meta["action"]["actuators"] and len(meta["joints"]["names"]) == 7
 
 
 def test_servo_without_ctrlrange_is_commanded_over_its_joint_range(tmp_path: Path) -> None:
