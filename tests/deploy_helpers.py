@@ -41,11 +41,27 @@ COMMANDS = "/joint_group_position_controller/commands"
 
 
 class LifecycleCalls:
-    """Service calls and lifecycle transitions of a test probe (needs ``wait``, ``change`` and ``change_type``)."""
+    """Spinning, waiting, service calls and lifecycle transitions of a test probe (needs ``ex``, an rclpy
+    executor with the probe's node, ``change`` and ``change_type``)."""
 
+    ex: Any  # the probe's executor
     change: Any  # the /policy_node/change_state client
     change_type: Any  # lifecycle_msgs ChangeState
-    wait: Any  # the probe's own spin-until-true: wait(pred, timeout) -> bool
+
+    def spin(self, seconds: float) -> None:
+        """Process callbacks for ``seconds``."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.ex.spin_once(timeout_sec=0.02)
+
+    def wait(self, pred: Any, timeout: float) -> bool:
+        """Process callbacks until ``pred()`` holds (True) or ``timeout`` seconds pass (False)."""
+        end = time.monotonic() + timeout
+        while not pred():
+            if time.monotonic() > end:
+                return False
+            self.ex.spin_once(timeout_sec=0.02)
+        return True
 
     def call(self, client: Any, request: Any, timeout: float = 30.0, resend: bool = False) -> Any:
         """Call a service. ``resend`` (idempotent services only): re-send every 5 s, as a reply sent before DDS
@@ -143,19 +159,6 @@ class FaultProbe(LifecycleCalls):
                 self.diags.append((time.monotonic(), d))
 
     # ------------------------------------------------------------------ waiting and calling
-    def spin(self, seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            self.ex.spin_once(timeout_sec=0.02)
-
-    def wait(self, pred: Any, timeout: float) -> bool:
-        end = time.monotonic() + timeout
-        while not pred():
-            if time.monotonic() > end:
-                return False
-            self.ex.spin_once(timeout_sec=0.02)
-        return True
-
     def diag_since(self, t: float, pred: Any) -> dict[str, Any] | None:
         """The first /diagnostics status that arrived after ``t`` and satisfies ``pred`` (None: none yet)."""
         return next((d for ta, d in self.diags if ta > t and pred(d)), None)

@@ -11,7 +11,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -102,19 +102,6 @@ class Probe(LifecycleCalls):
                 d.update(level=int.from_bytes(s.level, "little") if isinstance(s.level, bytes) else int(s.level),
                          message=s.message)  # fmt: skip
                 self.diags.append((time.monotonic(), d))
-
-    def spin(self, seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            self.ex.spin_once(timeout_sec=0.02)
-
-    def wait(self, pred: Callable[[], bool], timeout: float) -> bool:
-        end = time.monotonic() + timeout
-        while not pred():
-            if time.monotonic() > end:
-                return False
-            self.ex.spin_once(timeout_sec=0.02)
-        return True
 
     def lifecycle_state(self) -> str:
         return self.call(self.get, self._types[1].Request(), resend=True).current_state.label
