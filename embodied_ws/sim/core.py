@@ -19,8 +19,8 @@ from embodied_ws.randomization.sampler import DRSampler
 from embodied_ws.randomization.spec import DRSpec
 from embodied_ws.sim.mapping import (  # noqa: F401 - build_robot, ee_speed: importable from here too
     PolicyIO,
-    _clip1,
     build_robot,
+    clip_unit,
     ee_speed,
     episode_length,
     joint_delta_scale,
@@ -158,13 +158,13 @@ class EnvCore:
         Returns ``(ctrl (n, nu), bad (n,))``; non-finite actions are zeroed and flagged ``bad``.
         """
         bad = self._no_env
-        a = _clip1(actions)  # NaN survives clipping, so one sum tells whether any value is bad
+        a = clip_unit(actions)  # NaN survives clipping, so one sum tells whether any value is bad
         if not math.isfinite(_SUM(a, axis=None)):
             bad = ~np.isfinite(a).all(axis=1)
             a = np.where(bad[:, None], 0.0, a)
             self.bad_actions += int(bad.sum())
         if self._act_noise_on:
-            a = _clip1(self._act_noise_src.add(a, self.act_noise[:, None]))
+            a = clip_unit(self._act_noise_src.add(a, self.act_noise[:, None]))
         self.setpoint, ctrl = self.io.integrate(self.setpoint, self.act_delay.push(a))
         return ctrl, bad
 

@@ -25,7 +25,7 @@ from embodied_ws.sim.robot import Robot, load_robot
 from embodied_ws.sim.tasks import TASKS
 
 
-def _clip1(x: np.ndarray) -> np.ndarray:
+def clip_unit(x: np.ndarray) -> np.ndarray:
     """Clip to [-1, 1] with two ufunc calls (np.clip's Python wrapper costs more than the work here)."""
     return np.minimum(np.maximum(x, -1.0), 1.0)
 
@@ -151,9 +151,9 @@ class PolicyIO:
         """``(new set-points, controls)`` for a batch of actions already in [-1, 1] (delta servos integrate)."""
         a = actions
         if self.all_delta:
-            a = setpoint = _clip1(setpoint + self.delta_scale * a)
+            a = setpoint = clip_unit(setpoint + self.delta_scale * a)
         elif self.any_delta:
-            moved = _clip1(setpoint + self.delta_scale * a)
+            moved = clip_unit(setpoint + self.delta_scale * a)
             a = setpoint = np.where(self.delta, moved, a)
         return setpoint, self.ctrl_mid + self.ctrl_half * a
 
