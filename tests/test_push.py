@@ -128,6 +128,21 @@ def test_cube_leaving_the_table_is_detected_and_penalised(scripted: RobotEnv) ->
     assert task.terminated(*args).tolist() == [False]
 
 
+def test_the_episode_ends_terminated_when_the_cube_falls(scripted: RobotEnv) -> None:
+    """Off the table the episode can no longer be won: the env says *terminated* (not truncated), at once."""
+    task, env = scripted.core.task, scripted
+    env.reset(seed=2)
+    _, _, terminated, truncated, _ = env.step(np.zeros(env.action_space.shape))
+    assert not terminated and not truncated
+    adr = task.scene.object_qpos
+    env.data.qpos[adr + 2] = task.scene.table_top - 4 * task.scene.cube_half  # below the table top
+    env.data.qpos[adr] += 5.0  # and far off its edge
+    env.data.qvel[:] = 0.0
+    mujoco.mj_forward(env.model, env.data)
+    _, _, terminated, truncated, info = env.step(np.zeros(env.action_space.shape))
+    assert terminated and not truncated and not info["is_success"]
+
+
 CONTACT = {
     "object_mass": {"range": [0.5, 2.0]},
     "object_size": {"range": [0.8, 1.2]},

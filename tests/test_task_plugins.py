@@ -81,7 +81,7 @@ def _step(core: EnvCore) -> dict[str, np.ndarray]:
     z = np.zeros((core.n, core.robot.model.nv))
     s = np.zeros((core.n, core.robot.model.nsensordata))
     a, bad = np.zeros((core.n, core.robot.nu)), np.zeros(core.n, bool)
-    obs, reward, success, _, terms = core.finish_step(q, z, s, a, bad)
+    obs, reward, success, _, _, terms = core.finish_step(q, z, s, a, bad)
     assert obs.shape == (core.n, core.obs_dim) and reward.shape == (core.n,) and success.dtype == bool
     return terms
 

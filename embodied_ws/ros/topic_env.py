@@ -156,14 +156,20 @@ class RosTopicEnv(CoreHooks, gym.Env):
         self._load_state(msg)
         d = self.data
         unstable = bad | (not math.isfinite(_SUM(d.qpos) + _SUM(d.qvel)))  # (1,) bools
-        obs, reward, success, truncated, terms = self.core.finish_step(
+        obs, reward, success, terminated, truncated, terms = self.core.finish_step(
             d.qpos[None], d.qvel[None], d.sensordata[None], actions, unstable
         )
         info = self.core.infos(success, terms, unstable)[0]
         info["ros"] = dict(self.stats)
         if restarted:
             info["sim_restarted"] = True
-        return obs[0].astype(np.float32), float(reward[0]), False, bool(truncated[0]) or restarted, info
+        return (
+            obs[0].astype(np.float32),
+            float(reward[0]),
+            bool(terminated[0]) and not restarted,
+            bool(truncated[0]) or restarted,
+            info,
+        )
 
     @override
     def close(self) -> None:

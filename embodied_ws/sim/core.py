@@ -77,6 +77,8 @@ class EnvCore:
         self.physics_resets = 0
         self.bad_actions = 0
         self._no_env = np.zeros(n, dtype=bool)
+        #: a task that can end an episode early (it can no longer be won) says so with ``terminated``
+        self._terminated = getattr(self.task, "terminated", None)
         self._act_noise_on = self._obs_noise_on = False
 
     @property
@@ -170,22 +172,29 @@ class EnvCore:
 
     def finish_step(
         self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, actions: np.ndarray, unstable: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-        """Observation, reward, success and truncation after the physics step.
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """Observation, reward, success, termination and truncation after the physics step.
 
-        ``unstable`` envs (NaN/inf state, MuJoCo instability reset, bad action) end their episode
-        (truncated), get reward 0 and are counted in :attr:`physics_resets`.
-        Returns ``(obs, reward, success, truncated, terms)``.
+        An env terminates when its task says the episode can no longer be won (a task's optional
+        ``terminated``: the cube left the table); it is truncated at the episode length. ``unstable`` envs
+        (NaN/inf state, MuJoCo instability reset, bad action) end their episode (truncated), get reward 0 and are
+        counted in :attr:`physics_resets`. Returns ``(obs, reward, success, terminated, truncated, terms)``.
         """
         self.steps += 1
         true = self._observe(qpos, qvel, sensordata, self.goal, self.setpoint)
         reward, success, terms = self.task.evaluate(qpos, qvel, sensordata, self.goal, actions)
-        truncated = self.steps >= self.episode_steps
+        terminated = (
+            np.asarray(self._terminated(qpos, qvel, sensordata, self.goal), dtype=bool) & ~success
+            if self._terminated is not None
+            else self._no_env
+        )
+        truncated = (self.steps >= self.episode_steps) & ~terminated
         if _SUM(unstable):
             self.physics_resets += int(unstable.sum())
             true = np.where(unstable[:, None], 0.0, np.nan_to_num(true, posinf=0.0, neginf=0.0))
             reward = np.where(unstable, 0.0, reward)
             success = success & ~unstable
+            terminated = terminated & ~unstable
             truncated = truncated | unstable
         obs = self.obs_delay.push(true)
         if self._obs_noise_on:
@@ -193,7 +202,7 @@ class EnvCore:
         if self._interval:
             for i in range(self.n):
                 self.dr[i].sample_interval(self.models[i], int(self.steps[i]), self.dr_values[i])
-        return obs, reward, success, truncated, terms
+        return obs, reward, success, terminated, truncated, terms
 
     def _observe(
         self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray, setpoint: np.ndarray

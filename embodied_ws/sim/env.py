@@ -108,11 +108,11 @@ class RobotEnv(CoreHooks, gym.Env):
         # slip through from bad model values, so check the state too (one sum is the cheap test).
         if data.warning[_BADQACC].number != warnings or not math.isfinite(data.qpos.sum() + data.qvel.sum()):
             unstable = self._ones
-        obs, reward, success, truncated, terms = self.core.finish_step(
+        obs, reward, success, terminated, truncated, terms = self.core.finish_step(
             data.qpos[None], data.qvel[None], data.sensordata[None], actions, unstable
         )
         info = self.core.infos(success, terms, unstable)[0]
-        return self._wrap(obs), float(reward[0]), False, bool(truncated[0]), info
+        return self._wrap(obs), float(reward[0]), bool(terminated[0]), bool(truncated[0]), info
 
     def render(self) -> np.ndarray | None:
         """An rgb frame from the configured camera (``render_mode='rgb_array'``)."""

@@ -123,14 +123,16 @@ class MujocoVecEnv(UnwrappedVecEnv):
         qvel = self.state[:, 1 + self.nq : 1 + self.nq + self.nv]
         # MuJoCo resets an env's data on a bad acceleration (its clock goes back) or may yield NaN/inf.
         unstable = bad | (self.state[:, 0] < t0 + self._period) | ~np.isfinite(self.state).all(axis=1)
-        obs, reward, success, truncated, terms = core.finish_step(qpos, qvel, self.sensordata, self._actions, unstable)
+        obs, reward, success, terminated, truncated, terms = core.finish_step(
+            qpos, qvel, self.sensordata, self._actions, unstable
+        )
         infos = core.infos(success, terms, unstable)
-        done = truncated
+        done = terminated | truncated
         obs = obs.astype(np.float32)
         if done.any():
             for i in np.flatnonzero(done):
                 infos[i]["terminal_observation"] = obs[i].copy()
-                infos[i]["TimeLimit.truncated"] = True
+                infos[i]["TimeLimit.truncated"] = bool(truncated[i])  # SB3 bootstraps only a truncated episode
                 obs[i] = self._begin(int(i))
         return obs, reward.astype(np.float32), done.copy(), infos
 

@@ -36,6 +36,9 @@ What a task provides (what the envs really use):
 ``obs_names()``           optional: a name per observation entry (the exported policy's layout)
 ``min_episode_seconds``   optional: the shortest episode the task can be done in (episodes are lengthened)
 ``goal_markers(goal)``    optional: mocap body name → position of each goal marker drawn in the scene
+``terminated(...)``       optional: ``(n,)`` bool from ``qpos, qvel, sensordata, goal``: the episode can no
+                          longer be won (the cube left the table) and ends early as *terminated* (not truncated:
+                          PPO does not bootstrap its value)
 ========================  ==================================================================================
 
 A task from outside this repository is checked when its env is built: a missing member, or an ``observe``
