@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from contact_helpers import run_episodes
 from gymnasium.utils.env_checker import check_env as gym_check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
@@ -19,23 +20,6 @@ from embodied_ws.sim.env import RobotEnv
 PANDA = Path(__file__).parent / "fixtures" / "robots" / "menagerie" / "panda.xml"
 LIFT = ["env.task=lift", f"env.robot={PANDA}", "task.gripper=action"]
 TERMS = {"reach", "grasp", "lift", "goal", "success_bonus", "action", "off_table"}
-
-
-def _run(env: RobotEnv, seeds: range, lifter: LiftExpert | None) -> tuple[list[float], list[bool], dict[str, float]]:
-    returns, successes, fired = [], [], dict.fromkeys(TERMS, 0.0)
-    for seed in seeds:
-        env.reset(seed=seed)
-        if lifter is not None:
-            lifter.reset()
-        total, info = 0.0, {}
-        for _ in range(env.core.episode_steps):
-            _, reward, _, _, info = env.step(env.action_space.sample() if lifter is None else lifter.act())
-            total += reward
-            for k, v in info["reward_terms"].items():
-                fired[k] = max(fired[k], abs(v))
-        returns.append(total)
-        successes.append(bool(info["is_success"]))
-    return returns, successes, fired
 
 
 def test_lift_env_passes_gymnasium_and_sb3_checkers() -> None:
@@ -54,10 +38,10 @@ def test_scripted_lift_succeeds_and_outscores_random() -> None:
     assert EXPERTS.get("lift") is LiftExpert
     cfg = load_config("push", [*LIFT, "env.action_mode=absolute", "env.episode_steps=200"])
     env = RobotEnv(cfg, load_dr("none"), seed=0)
-    expert, ok, fired = _run(env, range(6), LiftExpert(env))
+    expert, ok, fired = run_episodes(env, range(6), LiftExpert(env), TERMS)
     random_env = RobotEnv(load_config("push", [*LIFT, "env.episode_steps=200"]), load_dr("none"), seed=0)
     random_env.action_space.seed(0)
-    rand, rand_ok, fired_random = _run(random_env, range(6), None)
+    rand, rand_ok, fired_random = run_episodes(random_env, range(6), None, TERMS)
     assert sum(ok) >= 5, ok
     assert not any(rand_ok) and np.mean(expert) > np.mean(rand) + 200
     assert all(fired[k] > 1e-3 for k in ("reach", "grasp", "lift", "goal", "success_bonus", "action")), fired

@@ -10,6 +10,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 import pytest
+from contact_helpers import run_episodes
 from gymnasium.utils.env_checker import check_env as gym_check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
@@ -21,26 +22,6 @@ from embodied_ws.sim.env import RobotEnv
 from embodied_ws.sim.scene import OBJECT, TABLE
 
 TERMS = {"reach", "push", "goal", "success_bonus", "action", "off_table"}
-
-
-def _episodes(
-    env: RobotEnv, seeds: range, policy: PushExpert | None
-) -> tuple[list[float], list[bool], dict[str, float]]:
-    returns, successes, fired = [], [], dict.fromkeys(TERMS, 0.0)
-    for seed in seeds:
-        env.reset(seed=seed)
-        if policy is not None:
-            policy.reset()
-        total, info = 0.0, {}
-        for _ in range(env.core.episode_steps):
-            action = env.action_space.sample() if policy is None else policy.act()
-            _, reward, _, _, info = env.step(action)
-            total += reward
-            for k, v in info["reward_terms"].items():
-                fired[k] = max(fired[k], abs(v))
-        returns.append(total)
-        successes.append(bool(info["is_success"]))
-    return returns, successes, fired
 
 
 @pytest.fixture(scope="module")
@@ -84,10 +65,10 @@ def test_scene_sits_under_the_arm_and_spots_are_on_the_table(scripted: RobotEnv)
 def test_scripted_pusher_succeeds_and_outscores_random(scripted: RobotEnv) -> None:
     assert EXPERTS.get("push") is PushExpert
     seeds = range(10)
-    expert, ok, fired_expert = _episodes(scripted, seeds, PushExpert(scripted))
+    expert, ok, fired_expert = run_episodes(scripted, seeds, PushExpert(scripted), TERMS)
     random_env = RobotEnv(load_config("push"), load_dr("push"), seed=0)
     random_env.action_space.seed(0)
-    rand, rand_ok, fired_random = _episodes(random_env, seeds, None)
+    rand, rand_ok, fired_random = run_episodes(random_env, seeds, None, TERMS)
     assert sum(ok) >= 8, (ok, expert)
     assert np.mean(expert) > np.mean(rand) + 100
     assert sum(rand_ok) <= 1
