@@ -133,13 +133,37 @@ def _run(model: mujoco.MjModel, start: tuple, ctrl: np.ndarray, seconds: float, 
     return q, v
 
 
+@dataclass
+class _Baseline:
+    """What every actuator's measurement starts from, computed once per model: the home set-points, the state
+    after resting on them, and every joint's trajectory when nothing is stepped (the arm's own drift)."""
+
+    base: np.ndarray
+    start: tuple[np.ndarray, np.ndarray]
+    held: np.ndarray  # (steps, nq)
+
+    @classmethod
+    def of(cls, model: mujoco.MjModel, home: np.ndarray) -> _Baseline:
+        base = _home_ctrl(model, home, rd.position_servos(model))
+        start = _rest_state(model, home, base)
+        data = mujoco.MjData(model)
+        data.qpos[:], data.qvel[:] = start
+        data.ctrl[:] = base
+        mujoco.mj_forward(model, data)
+        held = np.empty((max(1, round(STEP_WINDOW_S / model.opt.timestep)), model.nq))
+        for k in range(len(held)):
+            mujoco.mj_step(model, data)
+            held[k] = data.qpos
+        return cls(base, start, held)
+
+
 def probe_actuator(
-    model: mujoco.MjModel, home: np.ndarray, actuator: int, lo: float, hi: float
+    model: mujoco.MjModel, home: np.ndarray, actuator: int, lo: float, hi: float, baseline: _Baseline | None = None
 ) -> tuple[float, float, float]:
-    """``(measured_speed, settle_s, overshoot)`` of one position servo between joint limits ``lo``..``hi``."""
-    servo = rd.position_servos(model)
-    base = _home_ctrl(model, home, servo)
-    start = _rest_state(model, home, base)
+    """``(measured_speed, settle_s, overshoot)`` of one position servo between joint limits ``lo``..``hi``
+    (``baseline``: :class:`_Baseline` of ``model`` at ``home``, computed here when not given)."""
+    baseline = baseline or _Baseline.of(model, home)
+    base, start = baseline.base, baseline.start
     joint = int(model.actuator_trnid[actuator, 0])
     qadr, dadr = int(model.jnt_qposadr[joint]), int(model.jnt_dofadr[joint])
     q0 = float(start[0][qadr])
@@ -160,8 +184,8 @@ def probe_actuator(
     ctrl = base.copy()
     ctrl[actuator] = float(base[actuator]) + sign * step
     stepped, _ = _run(model, start, ctrl, STEP_WINDOW_S, qadr, dadr)
-    held, _ = _run(model, start, base, STEP_WINDOW_S, qadr, dadr)
-    pos = stepped - held  # the step's own response: what the arm does anyway (still settling) taken out
+    # the step's own response: what the arm does anyway (still settling) taken out
+    pos = stepped - baseline.held[:, qadr]
     # measured against where the joint ends (gravity or a coupling may hold it off the target), as is usual
     # for step responses; against the target when it barely moved (a joint that cannot follow at all)
     final = float(np.mean(pos[-max(1, len(pos) // 10) :]))
@@ -185,10 +209,12 @@ def probe_dynamics(robot: Any) -> DynamicsProbe:
     servo = rd.position_servos(model)
     declared = robot.velocity_limit if robot.velocity_limit is not None else np.full(model.nu, np.nan)
     rows = []
+    baseline = _Baseline.of(model, home) if servo.any() else None
     for a in range(model.nu):
         speed = settle = overshoot = float("nan")
         if servo[a]:
-            speed, settle, overshoot = probe_actuator(model, home, a, robot.joint_low[a], robot.joint_high[a])
+            lo, hi = robot.joint_low[a], robot.joint_high[a]
+            speed, settle, overshoot = probe_actuator(model, home, a, lo, hi, baseline)
         rows.append(JointDynamics(robot.joint_names[a], float(declared[a]), speed, settle, overshoot))
     return DynamicsProbe(rows, model_hash(model))
 
