@@ -6,11 +6,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 
-def untrained_run(run_dir: Path, *overrides: str) -> Path:
+
+def untrained_run(run_dir: Path, *overrides: str, action_bias: float | None = None) -> Path:
     """Write ``run_dir/config.yaml`` and ``run_dir/policy/`` from a freshly initialised PPO (arm3 reach, DR off).
 
-    The weights are random but the files, shapes and normalization are exactly what ``embodied-ws train`` exports.
+    The weights are random (seeded) but the files, shapes and normalization are exactly what
+    ``embodied-ws train`` exports.
+
+    :param action_bias: set the action head's bias to this: the policy then pushes every actuator the same
+        way whatever it observes (an untrained head's outputs are near zero and their sign is luck)
     """
     from stable_baselines3 import PPO
     from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
@@ -24,12 +30,19 @@ def untrained_run(run_dir: Path, *overrides: str) -> Path:
     cfg = load_config("reach", ["dr=none", *overrides])
     env = RobotEnv(cfg, load_dr(cfg.dr), seed=0)
     venv = VecNormalize(DummyVecEnv([lambda: env]), norm_obs=True, norm_reward=False)
+    venv.seed(0)
     venv.reset()
+    venv.action_space.seed(0)
     for _ in range(64):  # non-trivial normalization statistics
         venv.step([venv.action_space.sample()])
     kw = ppo_kwargs(cfg)
     kw.update(device="cpu", batch_size=64)
     model = PPO("MlpPolicy", venv, **kw)
+    if action_bias is not None:
+        import torch
+
+        with torch.no_grad():
+            model.policy.action_net.bias.fill_(action_bias)
     run_dir.mkdir(parents=True, exist_ok=True)
     save_run_config(run_dir, cfg)
     export_policy(run_dir / "policy", model, venv, env.core)
@@ -225,6 +238,16 @@ class FaultProbe(LifecycleCalls):
             cands = [qs[recent]] + [pose[None] for t0, t1, pose in known if t0 <= tc <= t1]
             out.append(float(np.min(np.max(np.abs(np.concatenate(cands) - c), axis=1))))
         return out
+
+    def timeline(self, at: float, around: float = 0.6) -> str:
+        """What this probe saw within ``around`` s of source time ``at``: states, commands and /diagnostics
+        in source-time order (the failure message of an offset check, so a run on another machine can be read)."""
+        rows = [(ts, f"state  seq {seq:5d} stamp {stamp:9.3f} q {np.round(q, 3).tolist()}")
+                for ts, _, q, stamp, seq in self.states if abs(ts - at) <= around]  # fmt: skip
+        rows += [(tc, f"cmd    {np.round(c, 3).tolist()}") for tc, _, c in self.commands if abs(tc - at) <= around]
+        rows += [(d["stamp"], f"diag   {d['mode']}: {d['message']}")
+                 for _, d in self.diags if abs(d["stamp"] - at) <= around]  # fmt: skip
+        return "\n".join(f"{t - at:+7.3f} {line}" for t, line in sorted(rows, key=lambda r: r[0]))
 
     def close(self) -> None:
         import rclpy

@@ -238,7 +238,7 @@ def test_a_restarted_state_source_holds_then_soft_starts_from_the_new_measured_p
     assert core.envelope.status.events["state_restart"] == 1
 
 
-def test_position_clipping_on_most_ticks_is_a_warning_with_a_count(run: Path, tmp_path: Path) -> None:
+def test_position_clipping_on_most_ticks_is_a_warning_with_a_count(tmp_path: Path) -> None:
     from embodied_ws.deploy.status import loop_status
 
     limits = tmp_path / "limits.yaml"
@@ -246,8 +246,9 @@ def test_position_clipping_on_most_ticks_is_a_warning_with_a_count(run: Path, tm
         "joints:\n  base_yaw: {lower: -0.02, upper: 0.02}\n  shoulder: {lower: 0.33, upper: 0.37}\n"
         "  elbow: {lower: 0.88, upper: 0.92}\n"
     )
-    core, q = _core_at_home(run, f"deploy.limits_file={limits}", "deploy.soft_start_s=0")
-    core.set_goal(core.task.targets[int(np.argmax(core.task.targets[:, 2]))])  # far above: push the limits
+    pushing = untrained_run(tmp_path / "run", action_bias=1.0)  # every actuator pushed up, whatever it sees
+    core, q = _core_at_home(pushing, f"deploy.limits_file={limits}", "deploy.soft_start_s=0")
+    core.set_goal(core.task.targets[int(np.argmax(core.task.targets[:, 2]))])
     for k in range(60):
         out = core.tick(0.04 * (k + 1))
         core.set_state(out, np.zeros(3), 1.0 + 0.04 * (k + 1), 0.04 * (k + 1), seq=k + 2)  # a perfect servo

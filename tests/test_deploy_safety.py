@@ -221,6 +221,9 @@ def _armed(soft: float = 0.0, rate: float = 25.0) -> SafetyEnvelope:
         (10.04, 0.04, np.zeros(N), None, b"other", "a new publisher"),
         (10.04, 0.04, np.array([0.0, 0.9, 0.0]), 101, None, "actuator 1 jumped 0.900"),
         (10.5, 0.5, np.zeros(N), 101, None, "came back after 0.50 s"),
+        # a reset soon after the last one: back less than the tolerance, but nowhere the robot was
+        (9.9, 0.04, np.array([0.0, 0.9, 0.0]), 101, None, "went back 0.100 s with actuator 1 0.900 away"),
+        (10.0, 0.04, np.array([0.0, 0.0, -0.5]), 101, None, "actuator 2 0.500 away from its last measured"),
     ],
 )
 def test_a_state_source_that_starts_over_disarms_and_says_why(stamp, now, measured, seq, source, why) -> None:
@@ -242,6 +245,17 @@ def test_small_reorders_and_duplicates_are_stale_not_restarts() -> None:
     assert not env.state_received(9.9, 0.06, np.zeros(N), seq=103)  # back 0.14 s < tolerance (state_timeout_s)
     assert env.state_received(10.08, 0.08, np.full(N, 0.05), seq=104)  # moved within the velocity limit
     assert env.armed and env.status.events["state_restart"] == 0 and env.status.events["stale_state"] == 2
+
+
+def test_a_stale_state_that_is_the_publishers_newest_still_moves_the_measured_envelope() -> None:
+    env = _armed()
+    assert env.state_received(10.04, 0.04, np.zeros(N), seq=101)
+    # the clock stepped back a little (less than the tolerance) and the robot is 0.06 away: stale, not a restart
+    assert not env.state_received(9.95, 0.05, np.array([0.06, 0.0, 0.0]), seq=102)
+    assert env.armed and env.status.events["state_restart"] == 0
+    assert np.allclose(env.measured, [0.06, 0.0, 0.0])  # where the robot is now bounds the next command
+    out = env.filter(np.array([-1.0, 0.0, 0.0]), 0.06)
+    assert abs(out[0] - 0.06) <= 0.1 + 1e-9
 
 
 @CASES

@@ -8,7 +8,12 @@ now is, so the envelope holds at the *measured* pose and soft-starts again (see
 1. a different publisher (its GID, where the middleware gives one) → restart;
 2. the publisher's sequence number went back (a new publisher: its numbers start at 1 again) → restart;
 3. the stamp went back by more than ``stamp_tolerance_s`` → restart; by less (a duplicate or a
-   reordered message) → stale, ignored;
+   reordered message) → stale, ignored, unless its measured position is further from the last one
+   than the velocity limit allows over the stamps between them (plus twice ``max_offset``): a duplicate
+   or a reordered state is where the robot was, so this is a reset that came soon after the last
+   (a simulator reset whose clock had not yet run past ``stamp_tolerance_s``) → restart. A stale state
+   that is the same publisher's newer message (a higher sequence number) still moves the measured pose
+   the envelope bounds commands around: it is where the robot is now;
 4. while the loop is armed, states that come back after the state watchdog tripped → restart (the
    robot may have been moved meanwhile);
 5. while armed, a measured position that moved further than the velocity limit allows over the
@@ -87,8 +92,15 @@ class StateStream:
         reason = "" if self.last_stamp == -math.inf else self._new_source(stamp, seq, source)
         if not reason:
             if stamp <= self.last_stamp:
-                return Verdict(False)  # a duplicate or a reordered state
-            if armed:
+                reason = self._teleported(self.last_stamp - stamp, measured)
+                if not reason:
+                    if measured is not None and seq is not None and self.last_seq is not None and seq > self.last_seq:
+                        # the same publisher's newer message (its clock stepped back a little): not fresh, but
+                        # the latest measurement of the robot, so the measured envelope follows it
+                        self.measured[:] = measured
+                        self.last_seq = seq
+                    return Verdict(False)  # a duplicate or a reordered state: where the robot was
+            elif armed:
                 reason = self._discontinuity(stamp, now, measured, stalled)
         self.last_stamp, self.last_time = stamp, now
         if seq is not None:
@@ -108,6 +120,18 @@ class StateStream:
         if stamp < self.last_stamp - self.tolerance:
             return f"the state stamp went back {self.last_stamp - stamp:.3f} s"
         return ""
+
+    def _teleported(self, back_s: float, measured: np.ndarray | None) -> str:
+        """Why a state stamped ``back_s`` before the last one cannot be an old state of this stream ('' if it can)."""
+        if measured is None or not self.has_measured:
+            return ""
+        allowed = 2.0 * self.velocity * back_s + 2.0 * self.max_offset
+        jump = np.abs(np.asarray(measured, dtype=np.float64) - self.measured)
+        if not (jump > allowed).any():
+            return ""
+        i = int(np.argmax(jump - allowed))
+        return (f"the state stamp went back {back_s:.3f} s with actuator {i} {jump[i]:.3f} away from its last "
+                f"measured position (a reset)")  # fmt: skip
 
     def _discontinuity(self, stamp: float, now: float, measured: np.ndarray | None, stalled: bool) -> str:
         if stalled:
