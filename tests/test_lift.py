@@ -15,6 +15,7 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 from embodied_ws.config.loader import load_config, load_dr
 from embodied_ws.core.errors import UserError
 from embodied_ws.data.expert import EXPERTS, LiftExpert
+from embodied_ws.policy.rollout import Step, rollout
 from embodied_ws.sim.env import RobotEnv
 
 PANDA = Path(__file__).parent / "fixtures" / "robots" / "menagerie" / "panda.xml"
@@ -66,3 +67,24 @@ def test_actuator_gain_dr_keeps_each_servo_ratio_so_the_gripper_still_closes() -
         env.reset(seed=seed)
         assert not np.allclose(env.model.actuator_gainprm[:, 0], nominal.actuator_gainprm[:, 0])
         np.testing.assert_allclose(env.model.actuator_biasprm[:, 1] / env.model.actuator_gainprm[:, 0], ratio)
+
+
+def test_success_counts_once_held_for_hold_seconds_and_the_bonus_is_the_success_test() -> None:
+    """The scripted lifter on one seed: with ``task.hold_seconds`` 1 s success (and its bonus) starts exactly
+    1 s of control steps after the momentary test (hold 0) first holds; the bonus is paid on exactly the
+    success steps."""
+    firsts = {}
+    for hold in (0.0, 1.0):
+        sets = [*LIFT, "env.action_mode=absolute", "env.episode_steps=200", f"task.hold_seconds={hold}"]
+        env = RobotEnv(load_config("push", sets), load_dr("none"), seed=0)
+        steps: list[tuple[bool, float]] = []
+
+        def keep(s: Step, steps: list[tuple[bool, float]] = steps) -> None:
+            steps.append((s.info["is_success"], s.info["reward_terms"]["success_bonus"]))
+
+        episode = rollout(env, LiftExpert(env), 0, on_step=keep)
+        assert episode.success, hold
+        assert all((bonus > 0) == ok for ok, bonus in steps)
+        firsts[hold] = next(i for i, (ok, _) in enumerate(steps) if ok)
+        hold_steps = round(hold / env.core.control_dt)
+    assert hold_steps == 25 and firsts[1.0] == firsts[0.0] + hold_steps - 1, firsts

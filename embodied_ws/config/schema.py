@@ -146,6 +146,9 @@ class TaskConfig:
     :param lift_height: lift: how high (m) above its resting height the held cube must be for success
     :param grasp_weight: lift: reward per step the cube is held between the fingers
     :param lift_weight: lift: weight of the held cube's height, as a fraction of ``lift_height`` (0..1)
+    :param hold_seconds: lift, pick_place: how long (s) the cube must stay held at the goal before the success
+        test (and the ``success_bonus`` term, paid on exactly those steps) counts it; episodes are lengthened
+        to leave this time
     """
 
     ee_body: str = ""
@@ -174,6 +177,7 @@ class TaskConfig:
     lift_height: float = num(0.05, 0.0, 10.0, low_open=True)
     grasp_weight: float = num(1.0, *WEIGHT)
     lift_weight: float = num(4.0, *WEIGHT)
+    hold_seconds: float = num(1.0, 0.0, 1000.0)
 
 
 @dataclass

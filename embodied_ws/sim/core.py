@@ -79,6 +79,10 @@ class EnvCore:
         self._no_env = np.zeros(n, dtype=bool)
         #: a task that can end an episode early (it can no longer be won) says so with ``terminated``
         self._terminated = getattr(self.task, "terminated", None)
+        #: a task whose success must hold a while (lift: 1 s): control steps it must hold, the current streaks
+        hold_s = float(getattr(self.task, "success_hold_s", 0.0) or 0.0)
+        self._hold_steps = math.ceil(hold_s / self.control_dt - 1e-9) if hold_s > 0 else 0
+        self._streak = np.zeros(n, dtype=np.int64)
         self._act_noise_on = self._obs_noise_on = False
 
     @property
@@ -132,6 +136,7 @@ class EnvCore:
         rng = self.task_rng[i]
         self.goal[i] = self.task.sample_goal(rng)
         self.steps[i] = 0
+        self._streak[i] = 0
         self.act_noise[i] = self.dr_values[i].get("action_noise", 0.0)
         self.obs_noise[i] = self.dr_values[i].get("obs_noise", 0.0)
         self._act_noise_on = bool(self.act_noise.any())
@@ -183,6 +188,8 @@ class EnvCore:
         self.steps += 1
         true = self._observe(qpos, qvel, sensordata, self.goal, self.setpoint)
         reward, success, terms = self.task.evaluate(qpos, qvel, sensordata, self.goal, actions)
+        if self._hold_steps:
+            reward, success = self._held(reward, success, terms)
         terminated = (
             np.asarray(self._terminated(qpos, qvel, sensordata, self.goal), dtype=bool) & ~success
             if self._terminated is not None
@@ -203,6 +210,19 @@ class EnvCore:
             for i in range(self.n):
                 self.dr[i].sample_interval(self.models[i], int(self.steps[i]), self.dr_values[i])
         return obs, reward, success, terminated, truncated, terms
+
+    def _held(
+        self, reward: np.ndarray, success: np.ndarray, terms: dict[str, np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Success only once the task's success test has held :attr:`Task.success_hold_s`; the
+        ``success_bonus`` term (updated in ``terms``) is paid on exactly those steps."""
+        self._streak = np.where(success, self._streak + 1, 0)
+        held = self._streak >= self._hold_steps
+        bonus = terms.get("success_bonus")
+        if bonus is not None:
+            terms["success_bonus"] = np.where(held, bonus, 0.0)
+            reward = reward - np.where(held, 0.0, bonus)
+        return reward, np.asarray(success, dtype=bool) & held
 
     def _observe(
         self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray, setpoint: np.ndarray

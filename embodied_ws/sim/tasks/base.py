@@ -36,6 +36,9 @@ What a task provides (what the envs really use):
 ``obs_names()``           optional: a name per observation entry (the exported policy's layout)
 ``min_episode_seconds``   optional: the shortest episode the task can be done in (episodes are lengthened)
 ``goal_markers(goal)``    optional: mocap body name → position of each goal marker drawn in the scene
+``success_hold_s``        optional (s, default 0): success counts only once ``evaluate``'s success test has held
+                          without a break this long; until then the env core reports no success and zeroes the
+                          ``success_bonus`` term (the bonus stays the success test) — lift: ``task.hold_seconds``
 ``terminated(...)``       optional: ``(n,)`` bool from ``qpos, qvel, sensordata, goal``: the episode can no
                           longer be won (the cube left the table) and ends early as *terminated* (not truncated:
                           PPO does not bootstrap its value)
@@ -79,6 +82,8 @@ class Task(ABC):
     obs_dim: int = 0
     #: goal size (0: the task has no goal)
     goal_dim: int = 0
+    #: seconds the success test must hold without a break before an env counts success (0: at once)
+    success_hold_s: float = 0.0
 
     def __init__(self, robot: Robot, cfg: TaskConfig) -> None:
         self.robot = robot

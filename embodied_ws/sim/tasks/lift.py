@@ -29,7 +29,8 @@ class LiftTask(PushTask):
     - ``lift``: ``lift_weight · [held] · clip(height gained / lift_height, 0, 1)``;
     - ``goal``: ``goal_weight · exp(−(|cube − goal| / success_threshold)²)``;
     - ``success_bonus``: ``success_bonus · [success]``, the success test itself: held and at least
-      ``lift_height`` above its resting height;
+      ``lift_height`` above its resting height, without a break for the last ``task.hold_seconds`` (the env
+      core counts the hold: :attr:`success_hold_s`; ``evaluate`` alone gives the momentary test);
     - ``action``: ``−action_weight · |a|²``; ``off_table``: ``off_table_penalty`` once the cube left the table.
     """
 
@@ -48,6 +49,8 @@ class LiftTask(PushTask):
         self._gap = (g.closed, span if span else 1.0, gaps[0], gaps[1] - gaps[0])
         self._grasp = slice(self.scene.grasp_sensor, self.scene.grasp_sensor + 3)
         self._rest = self.scene.table_top + self.scene.cube_half
+        #: success (and its bonus) counts once the momentary test has held this long (s), see EnvCore
+        self.success_hold_s = cfg.hold_seconds
 
     @override
     def sample_goal(self, rng: np.random.Generator) -> np.ndarray:
@@ -58,7 +61,8 @@ class LiftTask(PushTask):
 
     @override
     def min_episode_seconds(self, joint_speed: np.ndarray | None = None) -> float:
-        """Reach the table, grasp and lift at ``task.approach_speed`` (0 when unset), plus a second to close."""
+        """Reach the table, grasp and lift at ``task.approach_speed`` (0 when unset), plus a second to close and
+        ``task.hold_seconds`` of hold."""
         push = super().min_episode_seconds(joint_speed)
         if not push:
             return 0.0
@@ -67,6 +71,7 @@ class LiftTask(PushTask):
             - self.cfg.goal_max_distance / self.cfg.approach_speed
             + 1.0
             + 2 * self.cfg.lift_height / self.cfg.approach_speed
+            + self.cfg.hold_seconds
         )
 
     def gap(self, qpos: np.ndarray) -> np.ndarray:
@@ -116,7 +121,7 @@ class PickPlaceTask(LiftTask):
 
     Reward: :class:`LiftTask`'s terms, plus ``carry``: ``push_weight · [held] · (1 − tanh(k · |cube − goal|))``;
     ``goal`` pays on the 3-D distance; success (and ``success_bonus``): held with the cube within
-    ``success_threshold`` of the goal.
+    ``success_threshold`` of the goal, for the last ``task.hold_seconds``.
     """
 
     @override

@@ -1,0 +1,204 @@
+"""Manipulation: contact tasks learned with the default push preset, and the contact env's speed (one JSON).
+
+Cases (each one command):
+
+- ``--case panda-lift``: the Menagerie Panda (``tests/fixtures/robots/menagerie/panda.xml``) with its fingers
+  driven (``task.gripper=action``) learns ``lift`` (grasp the cube, hold it ``task.lift_height`` = 5 cm up for
+  the task's hold time) under the push preset (``--config push``: push DR, 32 envs, PPO as there), budget
+  30 minutes or 8 M steps;
+- ``--case panda-push``: the same arm and gripper, ``push`` (20 minutes);
+- ``--case arm3-push``: arm3 (no gripper) ``push``, i.e. plain ``embodied-ws train --config push`` (20 minutes);
+- ``--case speed``: the Panda lift env with the full push DR against raw ``mj_step`` of the same model with the
+  same controls: one env (target ≥ 0.5 ×) and a 64-env batch (aggregate, target ≥ 1.2 × single-thread raw).
+
+Training goes through the real ``embodied-ws train`` CLI in its own process, nothing tuned per robot; learning
+ends at the budget (``train.max_minutes``, so the linear learning-rate schedule anneals over it) or at the
+preset's confirmed early stop; the trainer then evaluates 256 DR episodes. Printed: ``final_success``,
+``steps``, ``minutes``, ``peak_rss_mb``, ``env_steps_per_s``, the evaluation curve (``curve``: step, success)
+and ``load_before``/``load_after`` (1-minute load average: the figures depend on what else ran). The trainer's
+own progress lines go to the terminal (stderr).
+
+    python bench/manipulation.py --case panda-lift|panda-push|arm3-push|speed [--minutes M] [--runs DIR]
+                                 [--set KEY=VALUE ...] [--steps N] [--repeats R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+PANDA = ROOT / "tests" / "fixtures" / "robots" / "menagerie" / "panda.xml"
+#: case → (robot, task, extra --set, default budget in minutes)
+CASES: dict[str, tuple[str, str, list[str], float]] = {
+    "panda-lift": (str(PANDA), "lift", ["task.gripper=action"], 30.0),
+    "panda-push": (str(PANDA), "push", ["task.gripper=action"], 20.0),
+    "arm3-push": ("arm3", "push", [], 20.0),
+}
+LIFT_SETS = [f"env.robot={PANDA}", "env.task=lift", "task.gripper=action"]
+
+
+def load() -> float:
+    """The 1-minute load average (what else used the cores)."""
+    return round(os.getloadavg()[0], 2)
+
+
+def train(case: str, minutes: float, runs: Path, sets: list[str]) -> dict:
+    """Train ``case`` through ``embodied-ws train --config push``; returns the bench fields."""
+    robot, task, extra, _ = CASES[case]
+    sets = [*extra, f"train.max_minutes={minutes:g}", *sets]
+    cmd = [sys.executable, "-m", "embodied_ws.cli", "train", "--config", "push", "--robot", robot, "--task", task]
+    cmd += ["--name", case, "--runs", str(runs), "--json"]
+    cmd += [a for s in sets for a in ("--set", s)]
+    print("$ " + " ".join(cmd), file=sys.stderr, flush=True)
+    before, t0 = load(), time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)  # progress: stderr, inherited
+    try:  # backstop only: the trainer's own budget ends learning first, then it evaluates 256 episodes
+        out, _ = proc.communicate(timeout=minutes * 60 * 1.5 + 600)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)  # ends learning; the trainer still evaluates and reports
+        out, _ = proc.communicate()
+    if proc.returncode != 0:
+        sys.exit(f"error: training {case} failed (exit {proc.returncode})")
+    summary = json.loads((runs / case / "summary.json").read_text())
+    t = summary["time"]
+    return {
+        "case": case,
+        "robot": summary["robot"],
+        "task": summary["task"],
+        "final_success": summary["final_success"],
+        "final_episodes": (summary.get("final_eval") or {}).get("episodes"),
+        "target_success": {"panda-lift": 0.8}.get(case, 0.9),
+        "steps": summary["steps"],
+        "budget_minutes": minutes,
+        "minutes": round(t["total_s"] / 60.0, 2),
+        "wall_minutes": round((time.perf_counter() - t0) / 60.0, 2),
+        "stopped": summary["stopped"],
+        "peak_rss_mb": summary["hardware"]["peak_rss_mb"],
+        "env_steps_per_s": round(t["env_steps_per_s"], 1),
+        "physics_resets": summary["physics_resets"],
+        "curve": [[int(e["step"]), round(float(e["success_rate"]), 3)] for e in summary["evals"]],
+        "sets": sets,
+        "load_before": before,
+        "load_after": load(),
+        "cpu_count": os.cpu_count(),
+    }
+
+
+def raw_physics(model, frame_skip: int, ctrls: np.ndarray, qpos0: np.ndarray) -> float:
+    """Control steps/s of bare ``mj_step(nstep=frame_skip)`` from ``qpos0`` with the same controls, no env."""
+    import mujoco
+
+    data = mujoco.MjData(model)
+    data.qpos[:] = qpos0
+    t = time.perf_counter()
+    for c in ctrls:
+        data.ctrl[:] = c
+        mujoco.mj_step(model, data, nstep=frame_skip)
+    return len(ctrls) / (time.perf_counter() - t)
+
+
+def single_env(env, actions: np.ndarray) -> float:
+    """Env steps/s of one env, resets (DR redraws) included."""
+    env.reset(seed=0)
+    t = time.perf_counter()
+    for a in actions:
+        _, _, term, trunc, _ = env.step(a)
+        if term or trunc:
+            env.reset()
+    return len(actions) / (time.perf_counter() - t)
+
+
+def batch_env(venv, actions: np.ndarray) -> float:
+    """Aggregate env steps/s of the vectorized env (auto-resets included)."""
+    venv.reset()
+    t = time.perf_counter()
+    for a in actions:
+        venv.step(a)
+    return actions.shape[0] * actions.shape[1] / (time.perf_counter() - t)
+
+
+def speed(steps: int, n_envs: int, repeats: int) -> dict:
+    """The lift env (full push DR) vs raw physics of the same model, best of ``repeats`` interleaved runs."""
+    from embodied_ws.config.loader import load_config, load_dr
+    from embodied_ws.sim.env import RobotEnv
+    from embodied_ws.sim.vec_env import MujocoVecEnv
+
+    warnings.simplefilter("ignore")
+    before = load()
+    cfg, dr = load_config("push", LIFT_SETS), load_dr("push")
+    env = RobotEnv(cfg, dr, seed=0)
+    core, fs = env.core, cfg.env.frame_skip
+    env.reset(seed=0)
+    qpos0 = env.data.qpos.copy()  # the arm at home, the cube on the table
+    rng = np.random.default_rng(0)
+    actions = rng.uniform(-1, 1, (steps, env.action_space.shape[0]))
+    ctrls = core.ctrl_mid + core.ctrl_half * actions  # in the range the env's servos use
+    venv = MujocoVecEnv(cfg, dr, n_envs, seed=0)
+    vec_actions = rng.uniform(-1, 1, (max(1, steps // n_envs) * 4, n_envs, env.action_space.shape[0]))
+    best: dict[str, float] = {}
+    for r in range(repeats):
+        for key, fn in (
+            ("raw_physics_steps_per_s", lambda: raw_physics(core.base_model, fs, ctrls, qpos0)),
+            ("env_steps_per_s", lambda: single_env(env, actions)),
+            ("vec_env_steps_per_s", lambda: batch_env(venv, vec_actions)),
+        ):
+            best[key] = max(best.get(key, 0.0), fn())
+        print(
+            f"speed: repeat {r + 1}/{repeats}: {json.dumps({k: round(v) for k, v in best.items()})}",
+            file=sys.stderr,
+            flush=True,
+        )
+    venv.close()
+    return {
+        "case": "speed",
+        "robot": core.robot.name,
+        "task": "lift",
+        "dr": "push",
+        "frame_skip": fs,
+        "episode_steps": int(core.episode_steps),
+        "n_envs": n_envs,
+        "cpu_count": os.cpu_count(),
+        "rollout_threads": venv.nthread,
+        **{k: round(v, 1) for k, v in best.items()},
+        "env_vs_raw": round(best["env_steps_per_s"] / best["raw_physics_steps_per_s"], 3),
+        "vec_vs_raw": round(best["vec_env_steps_per_s"] / best["raw_physics_steps_per_s"], 3),
+        "targets": {"env_vs_raw": 0.5, "vec_vs_raw": 1.2},
+        "load_before": before,
+        "load_after": load(),
+    }
+
+
+def main() -> None:
+    """Parse arguments, run the case, print one JSON object."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--case", required=True, choices=[*CASES, "speed"])
+    ap.add_argument("--minutes", type=float, help="training budget (default: the case's, 30 lift / 20 push)")
+    ap.add_argument("--set", action="append", default=[], help="extra --set for the training (smoke runs)")
+    ap.add_argument("--runs", help="keep the run folder here (default: a temporary folder, removed)")
+    ap.add_argument("--steps", type=int, default=10000, help="speed: control steps per single-env measurement")
+    ap.add_argument("--n-envs", type=int, default=64, help="speed: batch size")
+    ap.add_argument("--repeats", type=int, default=3, help="speed: interleaved measurements (best kept)")
+    args = ap.parse_args()
+    if args.case == "speed":
+        print(json.dumps(speed(args.steps, args.n_envs, args.repeats)))
+        return
+    minutes = args.minutes if args.minutes is not None else CASES[args.case][3]
+    with tempfile.TemporaryDirectory(prefix="manipulation_") as tmp:
+        runs = Path(args.runs or tmp)
+        runs.mkdir(parents=True, exist_ok=True)
+        print(json.dumps(train(args.case, minutes, runs, args.set)))
+
+
+if __name__ == "__main__":
+    main()
