@@ -88,3 +88,13 @@ def test_success_counts_once_held_for_hold_seconds_and_the_bonus_is_the_success_
         firsts[hold] = next(i for i, (ok, _) in enumerate(steps) if ok)
         hold_steps = round(hold / env.core.control_dt)
     assert hold_steps == 25 and firsts[1.0] == firsts[0.0] + hold_steps - 1, firsts
+
+
+def test_lift_observes_the_cube_relative_to_the_grasp_point() -> None:
+    env = RobotEnv(load_config("push", LIFT), load_dr("none"), seed=0)
+    obs, _ = env.reset(seed=0)
+    names = env.core.obs_names()
+    task = env.core.task
+    assert names[task.obs_dim - 3 : task.obs_dim] == [f"cube_minus_grasp/{a}" for a in "xyz"]
+    sens = env.data.sensordata[task._grasp]
+    np.testing.assert_allclose(obs[task.obs_dim - 3 : task.obs_dim], env.data.qpos[task._pos] - sens, atol=1e-9)

@@ -1,7 +1,9 @@
 """Lift: grasp the cube on the table and hold it ``task.lift_height`` up (needs ``task.gripper: action``).
 
-Same scene and observation as :mod:`.push` (the gripper's opening is one of the joint positions); the goal is
-the point ``lift_height`` above the cube's start.
+Same scene and observation as :mod:`.push` (the gripper's opening is one of the joint positions), plus the
+cube relative to the grasp point between the fingertips (``cube_minus_grasp``: the end-effector frame can sit
+10+ cm from the fingertips, so ``cube_minus_ee`` alone leaves the policy to learn that offset through the hand's
+rotation); the goal is the point ``lift_height`` above the cube's start.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class LiftTask(PushTask):
         self._gap = (g.closed, span if span else 1.0, gaps[0], gaps[1] - gaps[0])
         self._grasp = slice(self.scene.grasp_sensor, self.scene.grasp_sensor + 3)
         self._rest = self.scene.table_top + self.scene.cube_half
+        self.obs_dim += 3  # cube − grasp point
         #: success (and its bonus) counts once the momentary test has held this long (s), see EnvCore
         self.success_hold_s = cfg.hold_seconds
 
@@ -85,6 +88,16 @@ class LiftTask(PushTask):
         near = np.linalg.norm(sensordata[:, self._grasp] - cube, axis=1) < self.scene.cube_half
         ratio = self.gap(qpos) / (2 * self.scene.cube_half)  # 0.8-1.3: stopped on a cube of ±10 % (DR) edge
         return near & (ratio > 0.8) & (ratio < 1.3)
+
+    @override
+    def observe(self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray) -> np.ndarray:
+        """:class:`PushTask`'s observation, then ``cube − grasp point``."""
+        rel = qpos[:, self._pos] - sensordata[:, self._grasp]
+        return np.concatenate([super().observe(qpos, qvel, sensordata, goal), rel], axis=1)
+
+    @override
+    def obs_names(self) -> list[str]:
+        return [*super().obs_names(), *(f"cube_minus_grasp/{a}" for a in "xyz")]
 
     @override
     def evaluate(
