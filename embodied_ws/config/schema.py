@@ -73,8 +73,12 @@ class EnvConfig:
         ``embodied_ws.tasks``) or a ``module:attr`` path to a task class (``my_pkg.tasks:Lift``)
     :param frame_skip: physics steps per control step (control period = frame_skip × timestep)
     :param episode_steps: control steps before truncation
-    :param action_mode: ``delta`` (actions move servo set-points; torque actuators stay absolute)
-        or ``absolute`` (actions map linearly onto each control range)
+    :param action_mode: ``delta`` (joint delta: actions move servo set-points; torque actuators stay absolute),
+        ``absolute`` (actions map linearly onto each control range) or ``ee_delta`` (actions are a Cartesian
+        step of the end effector, ``[dx, dy, dz]`` (+ ``dyaw`` with ``ee_yaw``) then one per driven gripper,
+        turned into arm set-point steps by damped-least-squares IK inside the joint-delta bounds:
+        :mod:`embodied_ws.sim.ik`)
+    :param ee_yaw: ``ee_delta``: add a yaw action (rotation of the end effector about the world vertical)
     :param delta_scale: delta mode: largest set-point change per control step, as a fraction of the
         control range's half-width
     :param ee_speed_limit: delta mode, for a model that states no joint velocity limits: the largest
@@ -95,7 +99,8 @@ class EnvConfig:
     task: str = "reach"
     frame_skip: int = num(20, 0, 10_000, low_open=True)
     episode_steps: int = num(50, 0, 10_000_000, low_open=True)
-    action_mode: Literal["delta", "absolute"] = "delta"
+    action_mode: Literal["delta", "absolute", "ee_delta"] = "delta"
+    ee_yaw: bool = False
     delta_scale: float = num(0.1, 0.0, 2.0, low_open=True)
     ee_speed_limit: float = num(5.5, 0.0, 1000.0)
     servo_damping: Literal["none", "auto"] = "none"  # not "off": YAML 1.1 reads off as False

@@ -37,6 +37,8 @@ def _policy_config(meta: dict[str, Any], where: str) -> list[str]:
     """Overrides that rebuild a policy's env settings from ``policy.json`` alone (no run folder)."""
     try:
         sets = [f"env.robot={meta['robot']}", f"env.task={meta['task']}", f"env.action_mode={meta['action']['mode']}"]
+        if "ee_yaw" in meta["action"]:
+            sets.append(f"env.ee_yaw={str(bool(meta['action']['ee_yaw'])).lower()}")
         if isinstance(meta["action"].get("delta_scale"), int | float):  # per-joint lists come from the robot
             sets.append(f"env.delta_scale={meta['action']['delta_scale']}")
         if meta.get("ee_body"):

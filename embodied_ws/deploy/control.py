@@ -2,7 +2,8 @@
 
 The observation is built by the training code itself (:class:`~embodied_ws.sim.core.EnvCore` and the
 task registry, DR off): the measured joints go into a local MuJoCo copy of the robot, forward
-kinematics gives the end effector, delta-mode set-points are integrated by ``EnvCore.action_to_ctrl``.
+kinematics gives the end effector, delta-mode set-points are integrated (``ee_delta`` actions converted by the
+same IK from the measured joints) by :class:`~embodied_ws.sim.mapping.PolicyIO`, as ``EnvCore.action_to_ctrl`` does.
 Every command then passes the :class:`~embodied_ws.deploy.safety.SafetyEnvelope`; what it let
 through is written back as the set-point the policy sees next tick, so policy and robot agree.
 
@@ -69,6 +70,10 @@ class ControlCore:
         if self.policy.layers[0][0].shape[1] != self.io.obs_dim:
             raise UserError(f"network input is {self.policy.layers[0][0].shape[1]}, observation {self.io.obs_dim}",
                             target.meta_path)  # fmt: skip
+        n_out = self.policy.layers[-1][0].shape[0]
+        if n_out != self.io.action_dim:
+            raise UserError(f"network output is {n_out}, actions {self.io.action_dim} "
+                            f"(env.action_mode {cfg.env.action_mode})", target.meta_path)  # fmt: skip
         d = cfg.deploy
         self.rate_hz = float(d.rate_hz or target.meta.get("control_rate_hz") or 1.0 / self.io.control_dt)
         if d.state_timeout_s < 2.0 / self.rate_hz:
@@ -99,7 +104,7 @@ class ControlCore:
         #: why there is no valid goal (empty: there is one); the loop holds at the measured pose meanwhile
         self.goal_problem = "" if self.has_goal else "no task on /embodied/task yet"
         self._scratch = self.data.qpos.copy()
-        self._action = np.zeros((1, robot.nu))
+        self._action = np.zeros((1, self.io.action_dim))  # ee_delta: [dx, dy, dz(, dyaw)] + grippers
         # views the observation code reads (batch of one)
         self._qpos, self._qvel, self._sens = self.data.qpos[None], self.data.qvel[None], self.data.sensordata[None]
         self.ticks = 0
@@ -209,7 +214,7 @@ class ControlCore:
         action = np.clip(self._action, -1.0, 1.0)
         if not np.isfinite(action).all():  # as training treats a bad action: zero (delta servos hold)
             action = np.zeros_like(action)
-        self.setpoint, ctrl = io.integrate(self.setpoint, action)
+        self.setpoint, ctrl = io.integrate(self.setpoint, action, self._qpos)  # ee_delta: IK at the measured joints
         compute = self.clock() - t0
         out = envelope.filter(ctrl[0], now, compute)
         if out is not None and self._any_delta:

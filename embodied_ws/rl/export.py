@@ -118,14 +118,17 @@ def export_policy(out_dir: Path, model: Any, venv: Any, core: EnvCore) -> Path:
         "network": net,
         "observation": {"size": core.obs_dim, "names": core.obs_names()},
         "action": {
-            "size": r.nu,
+            "size": core.io.action_dim,
             "actuators": r.actuator_names,
             "mode": core.cfg.env.action_mode,
+            "ee_yaw": core.cfg.env.ee_yaw,
             "delta_actuators": core.delta_actuators.tolist(),
             "delta_scale": np.asarray(core.delta_scale).tolist(),  # a float, or one per actuator
             "ctrl_low": r.ctrl_low.tolist(),
             "ctrl_high": r.ctrl_high.tolist(),
             **action_mapping(core.delta_actuators),
+            # ee_delta: the actions are an end-effector step (then grippers), converted by sim/ik.py's IK
+            **({"ee": core.io.ee.describe()} if core.io.ee is not None else {}),
         },
         "joints": {"names": r.joint_names, "lower": r.joint_low.tolist(), "upper": r.joint_high.tolist()},
         "control_rate_hz": 1.0 / core.control_dt,

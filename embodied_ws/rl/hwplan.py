@@ -118,7 +118,7 @@ def make_plan(
     per_core = probe["per_core_steps_per_s"]
     cores = max(1, math.ceil(steps_per_s / per_core))
     n_params = policy_parameters(cfg, core)
-    act_dim = core.robot.nu
+    act_dim = core.action_dim
     ppo = ppo_memory_bytes(n_params, cfg.ppo.batch_size, core.obs_dim, act_dim, list(cfg.ppo.net_arch))
     vla = vla_memory_bytes(vla_params)
     llm = R1_QWEN_32B_Q4

@@ -64,8 +64,12 @@ class EnvCore:
         self._delta = io.delta
         self.setpoint = np.zeros((n, nu))
         self.obs_dim = io.obs_dim
+        #: the policy's action size (``nu``, or the end-effector mode's)
+        self.action_dim = io.action_dim
+        #: ee_delta: the measured joint positions each env's next action is converted at
+        self._qpos = np.zeros((n, self.base_model.nq)) if io.ee is not None else None
         self.seed(seed)
-        self.act_delay = DelayLine(n, nu, self.dr[0].max_latency("action_latency"))
+        self.act_delay = DelayLine(n, io.action_dim, self.dr[0].max_latency("action_latency"))
         self.obs_delay = DelayLine(n, self.obs_dim, self.dr[0].max_latency("obs_latency"))
         self.act_noise = np.zeros(n)
         self.obs_noise = np.zeros(n)
@@ -103,7 +107,7 @@ class EnvCore:
         for d in self.dr:
             d.scale = old_scale
         self.noise_rng = np.random.default_rng(children[-1])
-        self._act_noise_src = NoiseSource(self.noise_rng, (self.n, self.robot.nu))
+        self._act_noise_src = NoiseSource(self.noise_rng, (self.n, self.io.action_dim))
         self._obs_noise_src = NoiseSource(self.noise_rng, (self.n, self.obs_dim))
 
     def state_dict(self) -> dict[str, Any]:
@@ -145,9 +149,10 @@ class EnvCore:
 
     def first_obs(self, i: int, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray) -> np.ndarray:
         """Observation at the start of env ``i``'s episode; primes both delay lines."""
-        hold = self.hold_action(qpos)
-        self.setpoint[i] = hold
-        self.act_delay.reset(i, np.where(self._delta, 0.0, hold), int(self.dr_values[i].get("action_latency", 0)))
+        self.setpoint[i] = self.hold_action(qpos)
+        if self._qpos is not None:
+            self._qpos[i] = qpos
+        self.act_delay.reset(i, self.io.idle_action(qpos), int(self.dr_values[i].get("action_latency", 0)))
         true = self._observe(qpos[None], qvel[None], sensordata[None], self.goal[i : i + 1], self.setpoint[i : i + 1])[
             0
         ]
@@ -172,7 +177,7 @@ class EnvCore:
             self.bad_actions += int(bad.sum())
         if self._act_noise_on:
             a = clip_unit(self._act_noise_src.add(a, self.act_noise[:, None]))
-        self.setpoint, ctrl = self.io.integrate(self.setpoint, self.act_delay.push(a))
+        self.setpoint, ctrl = self.io.integrate(self.setpoint, self.act_delay.push(a), self._qpos)
         return ctrl, bad
 
     def finish_step(
@@ -186,6 +191,8 @@ class EnvCore:
         counted in :attr:`physics_resets`. Returns ``(obs, reward, success, terminated, truncated, terms)``.
         """
         self.steps += 1
+        if self._qpos is not None:
+            self._qpos[:] = qpos
         true = self._observe(qpos, qvel, sensordata, self.goal, self.setpoint)
         reward, success, terms = self.task.evaluate(qpos, qvel, sensordata, self.goal, actions)
         if self._hold_steps:

@@ -25,8 +25,9 @@ def observation_space(core: EnvCore) -> gym.spaces.Box:
 
 
 def action_space(core: EnvCore) -> gym.spaces.Box:
-    """Normalised actions in [-1, 1] per actuator (mapped to each control range)."""
-    return gym.spaces.Box(-1.0, 1.0, (core.robot.nu,), np.float32)
+    """Normalised actions in [-1, 1]: one per actuator (mapped to each control range), or in ``ee_delta`` mode
+    the end-effector step then one per gripper."""
+    return gym.spaces.Box(-1.0, 1.0, (core.action_dim,), np.float32)
 
 
 class RobotEnv(CoreHooks, gym.Env):

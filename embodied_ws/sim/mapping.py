@@ -5,6 +5,9 @@ the deploy loop, so what a policy sees and what its actions do are the same code
   set-point (at most ``delta_scale`` of its half range per control period, never faster than the joint can
   follow), ``absolute`` actuators map linearly onto their control range, a gripper's action is absolute
   (-1 closed, +1 open; :mod:`embodied_ws.sim.gripper`);
+- **end-effector delta** (``ee_delta``): a Cartesian (+yaw) step of the end effector moves the arm servos'
+  set-points through damped-least-squares IK from the measured joints, inside the same bounds
+  (:mod:`embodied_ws.sim.ik`); the gripper actions follow, absolute;
 - **observation**: the task's observation, then the servo set-points in delta mode;
 - **hold**: the action that keeps the servos where the robot is (an episode's first set-points, deploy's hold).
 
@@ -124,7 +127,8 @@ class PolicyIO:
         for k, g in zip(robot.gripper_actuators, robot.grippers, strict=False):
             self.ctrl_mid[k], self.ctrl_half[k], self.gripper[k] = g.ctrl_mid, g.ctrl_half, True
         #: actuators whose actions move a set-point (delta-mode servos) rather than set it
-        self.delta = self.servo & (cfg.env.action_mode == "delta") & ~self.gripper
+        self.mode = cfg.env.action_mode
+        self.delta = self.servo & (self.mode in ("delta", "ee_delta")) & ~self.gripper
         self.any_delta, self.all_delta = bool(self.delta.any()), bool(self.delta.all())
         measured = robot.dynamics().measured_speeds() if self.any_delta else None
         self.delta_scale = joint_delta_scale(
@@ -136,6 +140,14 @@ class PolicyIO:
             cfg.env.episode_steps, task.min_episode_seconds(joint_speed / self.control_dt), self.control_dt
         )
         self.obs_dim = task.obs_dim + (nu if self.any_delta else 0)
+        #: ``ee_delta``: the end-effector mode (:mod:`embodied_ws.sim.ik`); None in the joint modes
+        self.ee = None
+        if self.mode == "ee_delta":
+            from embodied_ws.sim.ik import EEDelta
+
+            self.ee = EEDelta.of(robot, self, cfg.env.ee_yaw, cfg.env.ee_speed_limit, cfg.env.task)
+        #: the policy's action size: one per actuator, or ``[dx, dy, dz(, dyaw)]`` + one per gripper
+        self.action_dim = nu if self.ee is None else self.ee.action_dim
 
     def hold_action(self, qpos: np.ndarray) -> np.ndarray:
         """The action that keeps servos where they are (0 for torque actuators)."""
@@ -147,10 +159,24 @@ class PolicyIO:
             a[k] = g.action(q[k])
         return np.clip(a, -1.0, 1.0)
 
-    def integrate(self, setpoint: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(new set-points, controls)`` for a batch of actions already in [-1, 1] (delta servos integrate)."""
+    def idle_action(self, qpos: np.ndarray) -> np.ndarray:
+        """The action (``action_dim``) that keeps everything where it is: 0 for what integrates, else the hold."""
+        hold = self.hold_action(qpos)
+        return np.where(self.delta, 0.0, hold) if self.ee is None else self.ee.idle(hold)
+
+    def integrate(
+        self, setpoint: np.ndarray, actions: np.ndarray, qpos: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(new set-points, controls)`` for a batch of actions already in [-1, 1] (delta servos integrate).
+
+        :param qpos: the measured joint positions ``(n, nq)`` the actions were chosen at (``ee_delta`` needs them)
+        """
         a = actions
-        if self.all_delta:
+        if self.ee is not None:
+            if qpos is None:
+                raise ValueError("ee_delta converts actions at the measured joint positions: pass qpos")
+            a = setpoint = self.ee.integrate(setpoint, actions, qpos)
+        elif self.all_delta:
             a = setpoint = clip_unit(setpoint + self.delta_scale * a)
         elif self.any_delta:
             moved = clip_unit(setpoint + self.delta_scale * a)

@@ -1,0 +1,208 @@
+"""End-effector delta actions (``env.action_mode: ee_delta``) through damped-least-squares differential IK.
+
+A policy in this mode commands a Cartesian step of the end effector, ``[dx, dy, dz]`` (and ``dyaw`` about the
+world z axis with ``env.ee_yaw``) in [-1, 1], then one absolute action per driven gripper. Each control step:
+
+1. the step in metres (radians) is the action times :attr:`EEDelta.step` (the end-effector speed the joint-delta
+   bounds allow at home, :func:`~embodied_ws.sim.mapping.ee_speed`, capped by ``env.ee_speed_limit``, × the
+   control period);
+2. the arm's joint step is ``dq = Jᵀ (J Jᵀ + λ² I)⁻¹ dx``, ``J`` the end-effector site's Jacobian columns of the
+   arm joints at the **measured** joint positions (MuJoCo's ``mj_jacSite``; the yaw row is its angular z row);
+   joints whose set-point is already at a limit and would be pushed further are dropped and the step solved
+   again, so the other joints make up for them;
+3. ``dq`` is scaled down as a whole (direction kept) until no joint moves faster than its joint-delta bound
+   (``delta_scale``, the measured joint speeds included: :func:`~embodied_ws.sim.mapping.joint_delta_scale`),
+   and integrated into the servo set-points, clipped to the control ranges — the joint-delta mode's limits.
+
+The env core and the deploy control core both call :meth:`EEDelta.integrate` (through
+:class:`~embodied_ws.sim.mapping.PolicyIO`), so the conversion on the robot is the training code.
+
+No IK library: this is one small (3 or 4 × n) damped solve per env and step, done batched in numpy on MuJoCo's
+own Jacobians; an IK package would add a dependency, a second kinematic model and a per-call setup costing more
+than the solve.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mujoco
+import numpy as np
+
+from embodied_ws.core.errors import ConfigError
+
+#: DLS damping λ (metres): the step's gain along a direction of singular value σ is σ / (σ² + λ²); arm Jacobians'
+#: singular values are 0.1-1 m away from singularities (≤ 4 % short at 0.1 m), and near one the joint step stays
+#: below 1 / (2λ) = 25 rad per metre commanded
+DAMPING = 0.02
+
+
+def clip_unit(x: np.ndarray) -> np.ndarray:
+    """Clip to [-1, 1]."""
+    return np.minimum(np.maximum(x, -1.0), 1.0)
+
+
+class DiffIK:
+    """Damped-least-squares differential IK of one site over some dofs, batched over envs.
+
+    :param model: the robot's model (only its kinematics are used)
+    :param site: the end-effector site id
+    :param dofs: the arm's dof indices (qvel addresses), one per Jacobian column
+    :param yaw: add the angular z row (rotation about the world vertical)
+    :param damping: λ in ``Jᵀ (J Jᵀ + λ² I)⁻¹``
+    """
+
+    def __init__(self, model: mujoco.MjModel, site: int, dofs: np.ndarray, yaw: bool, damping: float = DAMPING):
+        self.model, self.site, self.dofs, self.yaw = model, site, np.asarray(dofs, dtype=np.int64), yaw
+        self.damping = float(damping)
+        self.rows = 4 if yaw else 3
+        self._data = mujoco.MjData(model)
+        self._jacp = np.zeros((3, model.nv))
+        self._jacr = np.zeros((3, model.nv))
+
+    def jacobian(self, qpos: np.ndarray) -> np.ndarray:
+        """``(rows, len(dofs))`` Jacobian of the site at ``qpos`` (position rows, then yaw)."""
+        d = self._data
+        d.qpos[:] = qpos
+        mujoco.mj_kinematics(self.model, d)
+        mujoco.mj_comPos(self.model, d)  # mj_jac reads cdof and subtree_com
+        mujoco.mj_jacSite(self.model, d, self._jacp, self._jacr if self.yaw else None, self.site)
+        jac = self._jacp[:, self.dofs]
+        return np.vstack([jac, self._jacr[2:3, self.dofs]]) if self.yaw else jac
+
+    def site_pose(self, qpos: np.ndarray) -> tuple[np.ndarray, float]:
+        """Site position and yaw (heading of its x axis about world z) at ``qpos``."""
+        d = self._data
+        d.qpos[:] = qpos
+        mujoco.mj_kinematics(self.model, d)
+        rot = d.site_xmat[self.site].reshape(3, 3)
+        return d.site_xpos[self.site].copy(), float(np.arctan2(rot[1, 0], rot[0, 0]))
+
+    def jacobians(self, qpos: np.ndarray) -> np.ndarray:
+        """``(n, rows, len(dofs))`` Jacobians for a batch of ``qpos`` rows."""
+        return np.stack([self.jacobian(q) for q in qpos])
+
+    def solve(self, jac: np.ndarray, dx: np.ndarray) -> np.ndarray:
+        """DLS joint steps ``(n, dofs)`` for Cartesian steps ``dx (n, rows)`` through Jacobians ``jac``."""
+        jjt = jac @ jac.transpose(0, 2, 1)
+        jjt += (self.damping**2) * np.eye(jac.shape[1])
+        y = np.linalg.solve(jjt, dx[..., None])
+        return (jac.transpose(0, 2, 1) @ y)[..., 0]
+
+
+def bounded(step: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    """Scale each row of ``step`` down as a whole (direction kept) until ``|step| ≤ bound`` everywhere."""
+    step = np.where(np.isfinite(step), step, 0.0)  # a NaN state (physics reset pending) moves nothing
+    over = np.max(np.abs(step) / bound, axis=1, keepdims=True)
+    return step / np.maximum(over, 1.0)
+
+
+class EEDelta:
+    """The ``ee_delta`` action mode of one robot: Cartesian (+yaw) steps of the end effector → servo set-points.
+
+    Built by :meth:`of`; :attr:`action_dim` actions: ``dx, dy, dz[, dyaw]`` then one per gripper (absolute).
+
+    :param ik: the differential IK of the end-effector site over the arm's dofs
+    :param arm: actuator indices of the arm servos (moved by IK)
+    :param grippers: actuator indices of the driven grippers (absolute actions)
+    :param bound: per arm actuator, the largest set-point step per control step in [-1, 1] units
+    :param ctrl_half: per arm actuator, the control range's half width (rad or m per set-point unit)
+    :param step: Cartesian step per unit action: metres for dx, dy, dz (and radians for dyaw)
+    """
+
+    def __init__(
+        self,
+        ik: DiffIK,
+        arm: np.ndarray,
+        grippers: np.ndarray,
+        bound: np.ndarray,
+        ctrl_half: np.ndarray,
+        step: np.ndarray,
+    ) -> None:
+        self.ik, self.arm, self.grippers = ik, arm, grippers
+        self.bound, self.ctrl_half, self.step = bound, ctrl_half, step
+        self.k = ik.rows
+        self.action_dim = self.k + grippers.size
+
+    @classmethod
+    def of(cls, robot: Any, io: Any, yaw: bool, ee_speed_limit: float, task: str) -> EEDelta:
+        """The mode for ``robot`` as mapped by ``io`` (a :class:`~embodied_ws.sim.mapping.PolicyIO` being built);
+        a robot without an end effector or with an arm actuator that is not a position servo: one line."""
+        from embodied_ws.sim.mapping import ee_speed
+        from embodied_ws.sim.robot import EE_SENSOR
+
+        model = robot.model
+        sensor = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SENSOR, EE_SENSOR)
+        if sensor < 0 or robot.ee_lever is None:
+            raise ConfigError(f"ee_delta needs an end effector, and task {task!r} loads {robot.name!r} without one "
+                              "(use joint delta: env.action_mode=delta)", "env.action_mode")  # fmt: skip
+        arm = np.flatnonzero(~io.gripper)
+        odd = [robot.actuator_names[a] for a in arm if not io.servo[a]]
+        if odd:
+            raise ConfigError(f"ee_delta moves position servos only; {', '.join(odd)} on {robot.name!r} "
+                              "is not one (use env.action_mode=delta)", "env.action_mode")  # fmt: skip
+        if arm.size == 0:
+            raise ConfigError(f"ee_delta needs arm joints; {robot.name!r} has none", "env.action_mode")
+        site = int(model.sensor_objid[sensor])
+        ik = DiffIK(model, site, robot.qvel_idx[arm], yaw)
+        half = io.ctrl_half[arm]
+        bound = np.broadcast_to(io.delta_scale, io.ctrl_half.shape)[arm].astype(float)
+        dt = io.control_dt
+        speed = ee_speed(bound, half, robot.ee_lever[arm], dt)
+        if ee_speed_limit > 0:
+            speed = min(speed, ee_speed_limit)
+        steps = [speed * dt] * 3
+        if yaw:  # the yaw rate all arm joints together command at home, as ee_speed does for position
+            home = robot.home_qpos if robot.home_qpos is not None else model.qpos0
+            lever = np.abs(ik.jacobian(home)[3])
+            steps.append(float(np.sum(bound * half * lever)))
+        grippers = np.array(robot.gripper_actuators, dtype=np.int64)  # the order of robot.grippers
+        return cls(ik, arm, grippers, bound, half, np.array(steps))
+
+    def names(self) -> list[str]:
+        """Name of each action entry (``ee/dx`` ... then ``gripper/<actuator index>``)."""
+        return ["ee/dx", "ee/dy", "ee/dz", "ee/dyaw"][: self.k] + [f"gripper/{g}" for g in self.grippers]
+
+    def setpoint_step(self, qpos: np.ndarray, ee_actions: np.ndarray, arm_setpoint: np.ndarray) -> np.ndarray:
+        """Set-point steps ``(n, arm)`` in [-1, 1] units for Cartesian actions ``(n, k)`` at measured ``qpos (n, nq)``.
+
+        Joints whose set-point sits at a limit and would be pushed past it are left out of the solve (the
+        others make up for them); the step is then bounded by the joint-delta bounds as a whole.
+        """
+        jac = self.ik.jacobians(qpos)
+        dx = ee_actions * self.step
+        dq = self.ik.solve(jac, dx) / self.ctrl_half
+        stuck = ((arm_setpoint >= 1.0) & (dq > 0)) | ((arm_setpoint <= -1.0) & (dq < 0))
+        if stuck.any():
+            rows = stuck.any(axis=1)
+            free = jac[rows] * ~stuck[rows][:, None, :]
+            dq[rows] = self.ik.solve(free, dx[rows]) / self.ctrl_half
+        return bounded(dq, self.bound)
+
+    def integrate(self, setpoint: np.ndarray, actions: np.ndarray, qpos: np.ndarray) -> np.ndarray:
+        """New set-points ``(n, nu)`` in [-1, 1] units for actions ``(n, action_dim)`` already in [-1, 1]."""
+        out = setpoint.copy()
+        arm = setpoint[:, self.arm]
+        out[:, self.arm] = clip_unit(arm + self.setpoint_step(qpos, actions[:, : self.k], arm))
+        out[:, self.grippers] = actions[:, self.k :]
+        return out
+
+    def idle(self, hold: np.ndarray) -> np.ndarray:
+        """The action that keeps everything where it is, given the joint hold action ``hold (nu,)``."""
+        return np.concatenate([np.zeros(self.k), hold[self.grippers]])
+
+    def describe(self) -> dict[str, Any]:
+        """``policy.json``'s record of the mode (what a controller needs to reproduce it)."""
+        return {
+            "names": self.names(),
+            "site": mujoco.mj_id2name(self.ik.model, mujoco.mjtObj.mjOBJ_SITE, self.ik.site),
+            "arm_actuators": self.arm.tolist(),
+            "gripper_actuators": self.grippers.tolist(),
+            "step": self.step.tolist(),
+            "damping": self.ik.damping,
+            "mapping": (
+                "dx = a[:k] * step; dq = J^T (J J^T + damping^2 I)^-1 dx (J: site Jacobian of the arm joints at "
+                "the measured joints; yaw row = angular z); joints at a limit pushed outward dropped and solved "
+                "again; s_arm = clip(s_arm + bounded(dq / half, delta_scale), -1, 1); grippers: s = a[k:]"
+            ),
+        }
