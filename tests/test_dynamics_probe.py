@@ -4,18 +4,31 @@ makes of them (delta steps the arm can follow, episodes long enough for it)."""
 from __future__ import annotations
 
 import json
+import math
+import subprocess
+import sysconfig
 from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
+from conftest import ROOT, train_cmd
 
 from embodied_ws.config.loader import load_config, load_dr
 from embodied_ws.sim.core import EnvCore, build_robot
 from embodied_ws.sim.dynamics_probe import cache_dir, cached_probe, probe_dynamics
 from embodied_ws.sim.robot import load_robot
+from embodied_ws.sim.tasks.reach import (
+    JOINT_TRAVEL_SHARE,
+    LAGGING_TRAVEL_PERCENTILE,
+    MAX_GAMMA,
+    horizon_gamma,
+    setpoint_gamma,
+)
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "robots"
 MENAGERIE = FIXTURES / "menagerie"
+ERD = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix" / "share" / "example-robot-data" / "robots"
 FORCE = 6.0  # N·m at every servo of the synthetic arm
 
 
@@ -147,3 +160,103 @@ def test_heavily_damped_panda_gets_its_measured_speeds() -> None:
     v = core.robot.dynamics().measured_speeds()
     np.testing.assert_allclose(v, [0.6] * 4 + [0.4] * 3, rtol=0.05)
     assert core.episode_steps * core.control_dt > 6.0  # the joint-travel rule at 0.4-0.6 rad/s
+
+
+def setpoint_speed(core: EnvCore) -> np.ndarray:
+    """The fastest each actuated joint's set-point moves in the policy's action mode (rad/s)."""
+    io = core.io
+    step = np.broadcast_to(io.delta_scale, io.delta.shape) * io.ctrl_half
+    return np.where(io.delta, step, np.inf) / io.control_dt
+
+
+def median_rule_steps(core: EnvCore) -> int:
+    """The episode length the median target alone gives (the rule every arm had before the lagging rule)."""
+    task, cfg = core.task, core.cfg
+    seconds = max(
+        float(np.median(task.target_distances())) / cfg.task.approach_speed,
+        float(np.median(task.travel_seconds(setpoint_speed(core)))) / JOINT_TRAVEL_SHARE,
+    )
+    return max(cfg.env.episode_steps, math.ceil(seconds / core.control_dt - 1e-9))
+
+
+def test_an_arm_slowed_by_damping_gets_episodes_for_its_far_targets_and_a_longer_horizon(tmp_path: Path) -> None:
+    """6x the damping: the set-points move at the joints' measured speed, so the joints lag; the episode then
+    holds the 90th-percentile target's travel in half of it plus the settling time, and γ looks far enough ahead
+    for the median target's travel. The same arm with light damping keeps the median rule and the preset's γ."""
+    critical = 2 * np.sqrt(200 * 0.05)
+    fast = reach_core(synthetic_arm(tmp_path, damping=0.5, kv=critical, name="fast"))  # ~10 rad/s: follows
+    slow = reach_core(synthetic_arm(tmp_path, damping=3.0, kv=critical, name="slow"))  # 2 rad/s: lags
+    assert not fast.task.lagging_joints(setpoint_speed(fast)).any()
+    assert fast.episode_steps == median_rule_steps(fast)
+    assert setpoint_gamma(fast.task, fast.io, 0.97) == 0.97
+    speed = setpoint_speed(slow)
+    assert slow.task.lagging_joints(speed).all()
+    travel = slow.task.travel_seconds(speed)
+    needed = np.percentile(travel, LAGGING_TRAVEL_PERCENTILE) / JOINT_TRAVEL_SHARE
+    needed += slow.robot.dynamics().settle_time()
+    assert needed <= slow.episode_steps * slow.control_dt < needed + slow.control_dt + 1e-9
+    assert slow.episode_steps > median_rule_steps(slow)
+    gamma = setpoint_gamma(slow.task, slow.io, 0.97)
+    horizon_s = slow.control_dt / (1 - gamma)
+    assert 0.97 <= gamma <= MAX_GAMMA and horizon_s >= np.median(travel) - 1e-6
+
+
+def test_heavily_damped_panda_episodes_fit_its_far_targets_at_half_its_measured_speed() -> None:
+    """The damped fixture (0.6/0.4 rad/s): joints 1-6 lag (joint 7 rolls the hand about the end effector and does
+    not move it); at half their measured speed (the default DR scales damping up to 2x) the lagging joints'
+    travel to at least 90 % of the targets fits the episode less the settling time."""
+    core = reach_core(FIXTURES / "damped" / "panda_damped.xml")
+    speed = setpoint_speed(core)
+    lag = core.task.lagging_joints(speed)
+    assert lag.tolist() == [True] * 6 + [False]
+    travel = core.task.travel_seconds(np.where(lag, speed / 2, np.inf))
+    room = core.episode_steps * core.control_dt - core.robot.dynamics().settle_time(lag)
+    assert np.mean(travel <= room) >= 0.90
+    assert core.episode_steps > median_rule_steps(core)  # 8.4 s before: 98 % of its failures still moving
+    assert core.cfg.ppo.gamma == 0.97
+    gamma = setpoint_gamma(core.task, core.io, core.cfg.ppo.gamma)
+    median = float(np.median(core.task.travel_seconds(speed)))
+    assert core.control_dt / (1 - core.cfg.ppo.gamma) < median  # the preset's 1.3 s horizon: a third of it
+    assert gamma > core.cfg.ppo.gamma and core.control_dt / (1 - gamma) >= median - 1e-6
+
+
+@pytest.mark.parametrize(
+    "robot",
+    [
+        "arm3",
+        *(str(MENAGERIE / f"{n}.xml") for n in ("gen3", "iiwa14", "lite6", "panda", "sawyer", "ur5e", "xarm7")),
+        str(ERD / "kinova_description" / "robots" / "kinova.urdf"),  # slow joints, but it follows its set-points
+        str(ERD / "xarm_description" / "urdf" / "xarm7.urdf"),  # lags only on the flange roll (no lever)
+    ],
+)
+def test_arms_that_follow_their_set_points_keep_their_episode_length_and_discount(robot: str) -> None:
+    core = reach_core(robot)
+    assert not core.task.lagging_joints(setpoint_speed(core)).any()
+    assert core.episode_steps == median_rule_steps(core)
+    assert setpoint_gamma(core.task, core.io, core.cfg.ppo.gamma) == core.cfg.ppo.gamma
+
+
+def test_horizon_gamma_covers_the_travel_never_lowers_and_is_capped() -> None:
+    assert horizon_gamma(0.97, 1.0, 0.04) == 0.97  # 0.97 already looks 1.33 s ahead
+    assert horizon_gamma(0.97, 4.0, 0.04) == pytest.approx(0.99)  # 100 periods of 40 ms
+    assert horizon_gamma(0.97, 100.0, 0.04) == MAX_GAMMA
+    assert horizon_gamma(0.999, 4.0, 0.04) == 0.999  # a user's longer horizon is kept
+    assert horizon_gamma(0.97, float("inf"), 0.04) == horizon_gamma(0.97, 0.0, 0.04) == 0.97
+
+
+@pytest.mark.slow
+def test_training_records_the_lagging_arms_episode_length_and_discount(tmp_path: Path) -> None:
+    """``embodied-ws train`` on the damped Panda: the run's config.yaml holds the longer episodes and the raised
+    γ (evaluation and resumes read them from there), and stderr says why."""
+    robot = FIXTURES / "damped" / "panda_damped.xml"
+    sets = [f"env.robot={robot}", "task.ee_body=", "train.total_timesteps=256", "train.n_envs=2"]
+    sets += ["ppo.n_steps=128", "ppo.batch_size=128", "ppo.n_epochs=1", "train.eval_every=0"]
+    sets += ["train.final_eval_episodes=0", "train.checkpoint_every=0", "dr=none"]
+    proc = subprocess.run(train_cmd(tmp_path, "damped", sets), cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    saved = yaml.safe_load((tmp_path / "damped" / "config.yaml").read_text())
+    core = reach_core(robot)
+    assert saved["env"]["episode_steps"] == core.episode_steps
+    gamma = saved["ppo"]["gamma"]
+    assert gamma == pytest.approx(setpoint_gamma(core.task, core.io, 0.97)) and gamma > 0.97
+    assert "ppo.gamma: 0.99" in proc.stderr and f"episodes: {core.episode_steps} steps" in proc.stderr

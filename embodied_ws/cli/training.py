@@ -62,7 +62,18 @@ def _cmd_train(args: argparse.Namespace) -> int:
         cfg.env.episode_steps = core.episode_steps  # recorded too: evaluation and resumes use the same length
         print(
             f"episodes: {core.episode_steps} steps ({core.episode_steps * core.control_dt:.1f} s), time to reach "
-            f"the median target at task.approach_speed {cfg.task.approach_speed} m/s",
+            f"the targets at task.approach_speed {cfg.task.approach_speed} m/s and the joints' speeds "
+            "(`embodied-ws robot show` prints them)",
+            file=sys.stderr,
+        )
+    from embodied_ws.sim.tasks.reach import setpoint_gamma
+
+    gamma = setpoint_gamma(core.task, core.io, cfg.ppo.gamma)
+    if gamma > cfg.ppo.gamma:
+        cfg.ppo.gamma = gamma  # recorded too, like the episode length
+        print(
+            f"ppo.gamma: {gamma:.4f}, a horizon of {core.control_dt / (1 - gamma):.1f} s covers the median target's "
+            "joint travel",
             file=sys.stderr,
         )
     summary = train(cfg, args.name, Path(args.runs), resume=args.resume, progress=not args.json)

@@ -50,6 +50,9 @@ STEP_WINDOW_S = 2.0
 SETTLE_BAND = 0.05
 #: overshoot (fraction of the step) above which a servo is reported as underdamped
 UNDERDAMPED_OVERSHOOT = 0.2
+#: relative margin within which a set-point speed counts as reaching the joint's measured speed
+#: (:meth:`DynamicsProbe.lagging`: the delta step is capped at exactly the measured speed)
+LAG_TOLERANCE = 1e-6
 #: bump when the measurement changes, so old cache entries are not reused
 PROBE_VERSION = 1
 
@@ -80,6 +83,25 @@ class DynamicsProbe:
     def measured_speeds(self) -> np.ndarray:
         """Measured joint speed per actuator (NaN: not measured)."""
         return np.array([j.measured_speed for j in self.joints], dtype=float)
+
+    def lagging(self, setpoint_speed: np.ndarray) -> np.ndarray:
+        """``(nu,)`` bool: the joints that cannot follow set-points moving at ``setpoint_speed`` (per actuator,
+        rad/s or m/s; ``inf``: unbounded, never lagging): the set-point moves as fast as the joint's measured
+        speed or faster, so the joint's own speed, not the set-point, decides how long a move takes."""
+        v = self.measured_speeds()
+        s = np.asarray(setpoint_speed, dtype=float)
+        if s.shape != v.shape:
+            return np.zeros(v.shape, dtype=bool)
+        return np.isfinite(v) & np.isfinite(s) & (v <= s * (1.0 + LAG_TOLERANCE))
+
+    def settle_time(self, joints: np.ndarray | None = None) -> float:
+        """The slowest measured step settling time (s) among ``joints`` (a ``(nu,)`` mask; None: all) that
+        settle; 0 when none was measured."""
+        t = np.array([j.settle_s for j in self.joints], dtype=float)
+        if joints is not None:
+            t = t[np.asarray(joints, dtype=bool)]
+        t = t[np.isfinite(t)]
+        return float(t.max()) if t.size else 0.0
 
     def underdamped(self) -> list[str]:
         """Joints whose servos overshoot (ring)."""

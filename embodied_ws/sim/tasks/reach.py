@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import override
+from typing import Any, override
 
 import mujoco
 import numpy as np
@@ -60,6 +60,44 @@ def joint_travel(robot: Robot, configs: np.ndarray) -> np.ndarray:
 # The slowest joint may spend at most this share of an episode at full set-point speed on the median target's
 # travel: the rest is for accelerating, slowing down and settling on the target (see PointReach).
 JOINT_TRAVEL_SHARE = 0.5
+#: an arm that cannot follow its set-points (its measured joint speeds bound them: a heavily damped or
+#: force-limited arm) is sized on this percentile of the targets' slowest-joint travel, not the median: the
+#: far targets are what its failed episodes were still moving towards when they ended (the median rule gave a
+#: damped Panda 8.4-s episodes, 98 % of its failures still moving). In :data:`JOINT_TRAVEL_SHARE` of the episode,
+#: which leaves the same travel room for an arm up to twice as slow (the default DR's damping scale reaches 2,
+#: and on such an arm the speed is the force limit over the damping), plus the probe's settling time.
+LAGGING_TRAVEL_PERCENTILE = 90
+#: a joint whose axis passes closer than this (m) to the end effector at home does not move it
+MIN_LEVER_M = 1e-3
+#: the most :func:`horizon_gamma` raises the discount to (a 200-control-period horizon)
+MAX_GAMMA = 0.995
+
+
+def horizon_gamma(gamma: float, travel_s: float, control_dt: float) -> float:
+    """The discount whose effective horizon ``1 / (1 - γ)`` control periods covers ``travel_s`` seconds:
+    ``gamma`` when it already does, else raised to ``1 - control_dt / travel_s`` (at most :data:`MAX_GAMMA`).
+
+    The reach preset's 0.97 looks 1.3 s ahead at 25 Hz: more than a Menagerie arm's median target travel
+    (0.8-0.9 s) but a third of a heavily damped arm's (4.2 s), whose policy then weighs the success at the end
+    of a move at almost nothing when it starts.
+    """
+    if not (travel_s > 0 and np.isfinite(travel_s)) or control_dt <= 0:
+        return gamma
+    return max(gamma, min(1.0 - control_dt / travel_s, MAX_GAMMA))
+
+
+def setpoint_gamma(task: Task, io: Any, gamma: float) -> float:
+    """For an arm that cannot follow its set-points (:meth:`PointReach.lagging_joints`), :func:`horizon_gamma`
+    for the median target's slowest-joint travel at the set-point speeds the policy gets (``io``: the env's
+    :class:`~embodied_ws.sim.mapping.PolicyIO`); ``gamma`` otherwise (arms that follow, tasks without joint
+    travel, actions that do not move set-points)."""
+    if not isinstance(task, PointReach) or not io.any_delta:
+        return gamma
+    step = np.broadcast_to(io.delta_scale, io.delta.shape) * io.ctrl_half
+    speed = np.where(io.delta, step, np.inf) / io.control_dt
+    if not task.lagging_joints(speed).any():
+        return gamma  # an arm that follows its set-points keeps the preset's discount
+    return horizon_gamma(gamma, float(np.median(task.travel_seconds(speed))), io.control_dt)
 
 
 class PointReach(Task):
@@ -86,12 +124,33 @@ class PointReach(Task):
         mujoco.mj_forward(self.robot.model, data)
         return np.linalg.norm(self.targets - data.sensordata[self.robot.ee_sensor_idx], axis=1)
 
+    def travel_seconds(self, joint_speed: np.ndarray) -> np.ndarray:
+        """``(m,)``: per workspace target, its slowest joint's travel from the home pose at ``joint_speed``
+        (``(nu,)`` rad/s or m/s; ``inf``: no bound, 0 s)."""
+        return np.max(joint_travel(self.robot, self.target_configs) / joint_speed, axis=1)
+
+    def lagging_joints(self, joint_speed: np.ndarray) -> np.ndarray:
+        """``(nu,)`` bool: the joints whose measured speed (the dynamics probe's) bounds their set-points at
+        ``joint_speed`` and that move the end effector (a roll whose axis runs through it, e.g. a flange joint,
+        does not delay a reach: lever at home under :data:`MIN_LEVER_M`); none when no joint's set-point speed
+        is bounded (the probe is not run then)."""
+        if not np.isfinite(joint_speed).any():
+            return np.zeros(np.shape(joint_speed), dtype=bool)
+        lag = self.robot.dynamics().lagging(joint_speed)
+        lever = self.robot.ee_lever
+        if lever is not None and lever.shape == lag.shape:
+            lag &= lever >= MIN_LEVER_M
+        return lag
+
     @override
     def min_episode_seconds(self, joint_speed: np.ndarray | None = None) -> float:
         """Long enough for the median target twice over: its distance from the home pose at
         ``task.approach_speed`` (mean end-effector speed), and its slowest joint's travel at ``joint_speed`` in
         :data:`JOINT_TRAVEL_SHARE` of the episode (an arm with slow joints, e.g. a Kinova Jaco2 at 0.63 rad/s,
-        needs 4 s for the median target's travel alone). 0 when ``task.approach_speed`` is unset.
+        needs 4 s for the median target's travel alone). An arm that cannot follow its set-points (the probe's
+        measured speeds are what bound them, :meth:`~embodied_ws.sim.dynamics_probe.DynamicsProbe.lags`) gets
+        :data:`LAGGING_TRAVEL_PERCENTILE` of the targets in that share, plus its measured settling time. 0 when
+        ``task.approach_speed`` is unset.
 
         :param joint_speed: ``(nu,)`` the fastest set-point speed of each actuated joint (rad/s or m/s); None or
             ``inf``: no joint-speed bound
@@ -100,8 +159,13 @@ class PointReach(Task):
             return 0.0
         seconds = float(np.median(self.target_distances())) / self.cfg.approach_speed
         if joint_speed is not None:
-            slowest = np.max(joint_travel(self.robot, self.target_configs) / joint_speed, axis=1)
+            slowest = self.travel_seconds(joint_speed)
             seconds = max(seconds, float(np.median(slowest)) / JOINT_TRAVEL_SHARE)
+            lag = self.lagging_joints(joint_speed)
+            if lag.any():
+                slow = self.travel_seconds(np.where(lag, joint_speed, np.inf))  # the lagging joints' travel
+                far = float(np.percentile(slow, LAGGING_TRAVEL_PERCENTILE)) / JOINT_TRAVEL_SHARE
+                seconds = max(seconds, far + self.robot.dynamics().settle_time(lag))
         return seconds
 
     @override
