@@ -138,6 +138,27 @@ def test_set_points_stay_inside_the_joint_delta_bounds_and_limits(robot: str) ->
     assert worst <= 1.0 + 1e-9 and at_bound > 10 and at_limit > 0, (worst, at_bound, at_limit)
 
 
+@pytest.mark.parametrize("robot", ["arm3", str(PANDA)], ids=["arm3", "panda"])
+def test_a_full_action_along_any_axis_is_followed_at_home_and_reaches_a_joint_bound(robot: str) -> None:
+    """The action scale: the largest step along every axis the joint bounds allow at home (not more: a full
+    action is not scaled down there; not less: along the tightest axis a joint moves at its bound)."""
+    env = _env(f"env.robot={robot}")
+    ee, io = env.core.io.ee, env.core.io
+    home = env.core.robot.home_qpos[None]
+    sp = env.core.io.hold_action(home[0])[None, ee.arm]
+    tight = []
+    for axis in range(3):
+        for sign in (1.0, -1.0):
+            a = np.zeros((1, 3))
+            a[0, axis] = sign
+            step = ee.setpoint_step(home, a, sp)[0]
+            dx = ee.ik.jacobian(home[0]) @ (step * io.ctrl_half[ee.arm])
+            # DLS follows a step along singular value σ by σ² / (σ² + λ²): ≥ 0.97 at home (σ ≥ 0.11 m)
+            np.testing.assert_allclose(dx, a[0] * ee.step[:3], atol=0.04 * ee.step[0])
+            tight.append(np.max(np.abs(step) / ee.bound))
+    assert max(tight) == pytest.approx(1.0) and min(tight) < 1.0, tight
+
+
 def test_a_joint_at_its_limit_is_left_out_and_the_others_make_up_for_it() -> None:
     env = _env(f"env.robot={PANDA}")
     env.reset(seed=0)

@@ -3,9 +3,9 @@
 A policy in this mode commands a Cartesian step of the end effector, ``[dx, dy, dz]`` (and ``dyaw`` about the
 world z axis with ``env.ee_yaw``) in [-1, 1], then one absolute action per driven gripper. Each control step:
 
-1. the step in metres (radians) is the action times :attr:`EEDelta.step` (the end-effector speed the joint-delta
-   bounds allow at home, :func:`~embodied_ws.sim.mapping.ee_speed`, capped by ``env.ee_speed_limit``, × the
-   control period);
+1. the step in metres (radians) is the action times :attr:`EEDelta.step`: the largest step along any axis
+   (about z) the joint-delta bounds allow at the home pose — an action of 1 is followed there — capped by
+   :func:`~embodied_ws.sim.mapping.ee_speed` and ``env.ee_speed_limit`` × the control period;
 2. the arm's joint step is ``dq = Jᵀ (J Jᵀ + λ² I)⁻¹ dx``, ``J`` the end-effector site's Jacobian columns of the
    arm joints at the **measured** joint positions (MuJoCo's ``mj_jacSite``; the yaw row is its angular z row);
    joints whose set-point is already at a limit and would be pushed further are dropped and the step solved
@@ -148,14 +148,21 @@ class EEDelta:
         half = io.ctrl_half[arm]
         bound = np.broadcast_to(io.delta_scale, io.ctrl_half.shape)[arm].astype(float)
         dt = io.control_dt
-        speed = ee_speed(bound, half, robot.ee_lever[arm], dt)
+        # the step along each axis the joint bounds allow at home, the smallest over ±x, ±y, ±z: an action of 1
+        # along any axis is followed at home. ee_speed (all joints' levers summed) is only an upper bound, 6-9x
+        # this on arm3 and the Panda: actions above ~0.15 would all saturate. Capped by it and env.ee_speed_limit.
+        home = robot.home_qpos if robot.home_qpos is not None else model.qpos0
+        jac = ik.jacobian(home)[None]
+        axes = np.vstack([np.eye(ik.rows), -np.eye(ik.rows)])
+        feasible = np.array([1.0 / np.max(np.abs(ik.solve(jac, u[None])[0] / half) / bound) for u in axes])
+        cap = ee_speed(bound, half, robot.ee_lever[arm], dt) * dt
         if ee_speed_limit > 0:
-            speed = min(speed, ee_speed_limit)
-        steps = [speed * dt] * 3
-        if yaw:  # the yaw rate all arm joints together command at home, as ee_speed does for position
-            home = robot.home_qpos if robot.home_qpos is not None else model.qpos0
-            lever = np.abs(ik.jacobian(home)[3])
-            steps.append(float(np.sum(bound * half * lever)))
+            cap = min(cap, ee_speed_limit * dt)
+        pos = min(float(np.min(feasible[[0, 1, 2, ik.rows, ik.rows + 1, ik.rows + 2]])), cap)
+        steps = [pos] * 3 + ([float(min(feasible[3], feasible[-1]))] if yaw else [])
+        if not np.all(np.isfinite(steps)) or min(steps) <= 0:
+            raise ConfigError(f"ee_delta: the end effector of {robot.name!r} cannot move along every axis at home "
+                              "(use env.action_mode=delta)", "env.action_mode")  # fmt: skip
         grippers = np.array(robot.gripper_actuators, dtype=np.int64)  # the order of robot.grippers
         return cls(ik, arm, grippers, bound, half, np.array(steps))
 
