@@ -46,6 +46,8 @@ def _record(args: argparse.Namespace, out: Path) -> int:
         keep_failed=args.keep_failed,
         progress=not args.json,
         overwrite=args.overwrite,
+        config=args.config,
+        sets=args.set,
     )
     _print(summary, args.json)
     return 0
@@ -84,10 +86,17 @@ def register(add_verb: AddVerb) -> None:
         "record-demos",
         _cmd_record,
         "Record demonstrations in sim (scripted IK expert or a run's policy, DR on) as a LeRobotDataset v3.",
-        "example: embodied-ws record-demos --robot arm3 --task reach_color --episodes 50 --out data/reach_color",
+        "example: embodied-ws record-demos --robot arm3 --task reach_color --episodes 50 --out data/reach_color\n"
+        "contact: embodied-ws record-demos --config push --robot panda.xml --task pick_place "
+        "--set task.gripper=action --out data/pick_place",
     )
-    r.add_argument("--robot", default="arm3", help="robot name or MJCF path (default: arm3)")
-    r.add_argument("--task", default="reach_color", help="task with a scripted expert (default: reach_color)")
+    r.add_argument("--config", default="vla", help="run preset or YAML of the env (default: vla; push: contact tasks)")
+    r.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config value; repeatable")
+    r.add_argument("--robot", help="robot name or MJCF path (default: the preset's, arm3)")
+    r.add_argument(
+        "--task",
+        help="task with a scripted expert: reach, reach_color, push, lift, pick_place (default: the preset's)",
+    )
     r.add_argument("--episodes", type=positive_int(), default=50, help="episodes to keep (default: 50)")
     r.add_argument("--out", required=True, help="dataset folder to create (a folder that is not ours is refused)")
     r.add_argument("--overwrite", action="store_true", help="replace an earlier record-demos dataset at --out")

@@ -17,9 +17,14 @@ DEFAULT_PRESET = "vla"
 
 
 def _config(args: argparse.Namespace) -> Any:
+    """The run config: the preset, then the env and task a ``record-demos`` dataset was recorded in, then
+    ``--set`` and the shortcut flags."""
     from embodied_ws.config.loader import load_config
+    from embodied_ws.data.dataset import recorded_sets
 
-    sets = list(getattr(args, "set", None) or [])
+    dataset = getattr(args, "dataset", None)
+    sets = recorded_sets(Path(dataset)) if dataset else []
+    sets += list(getattr(args, "set", None) or [])
     for flag, key in (
         ("robot", "env.robot"),
         ("task", "env.task"),

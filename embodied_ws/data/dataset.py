@@ -99,6 +99,35 @@ def write_sidecar(root: Path, meta: dict[str, Any]) -> None:
     write_json_atomic(Path(root) / SIDECAR, meta)
 
 
+#: config sections a dataset recorded in sim keeps (``finetune``/``vla check`` rebuild the env from them)
+RECORDED_SECTIONS = ("env", "task")
+
+
+def recorded_config(cfg: Any) -> dict[str, Any]:
+    """The ``env`` and ``task`` sections of the run config the demos were recorded with (plain dicts); a
+    robot given as a file path is stored absolute, so the dataset works from any folder."""
+    from embodied_ws.config.loader import to_dict
+
+    out = {k: v for k, v in to_dict(cfg).items() if k in RECORDED_SECTIONS}
+    robot = Path(str(out["env"]["robot"]))
+    if robot.suffix and robot.is_file():
+        out["env"]["robot"] = str(robot.resolve())
+    return out
+
+
+def recorded_sets(root: Path) -> list[str]:
+    """``key=value`` overrides that rebuild the env a dataset was recorded in (from its sidecar's ``config``;
+    none for a dataset recorded elsewhere), to go before the user's own ``--set``."""
+    config = read_sidecar(root).get("config")
+    if not isinstance(config, dict):
+        return []
+    sets = []
+    for section in RECORDED_SECTIONS:
+        for key, value in (config.get(section) or {}).items():
+            sets.append(f"{section}.{key}={json.dumps(value)}")
+    return sets
+
+
 def read_sidecar(root: Path) -> dict[str, Any]:
     """Our metadata of a dataset, or ``{}`` for a dataset written by someone else."""
     p = Path(root) / SIDECAR

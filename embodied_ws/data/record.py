@@ -2,9 +2,16 @@
 and write camera images, joint state, joint commands and the language instruction as LeRobotDataset v3.
 
 Each frame holds the joint positions and the camera image *before* the step and the joint position
-command sent to the servos at that step (rad; the values ``/<controller>/commands`` carries), so a
-dataset replays on the robot or in sim as is. An episode ends a few steps after the task first
-succeeds (no long idle tail) or at the episode limit; failed episodes are dropped and counted.
+command sent to the servos at that step (rad; the values ``/<controller>/commands`` carries; a gripper the
+policy drives: its leader joint's set-point, :mod:`embodied_ws.data.commands`), so a dataset replays on the
+robot or in sim as is. The instruction is the task's own (``Task.instruction``), stored per episode as
+LeRobot's ``task``. An episode ends a few steps after the task first succeeds (no long idle tail) or at the
+episode limit; failed episodes are dropped and counted.
+
+The rollouts run in the ``vla`` preset's env (``--config`` another, e.g. ``push`` for the contact tasks,
+``--set`` on top); the sidecar keeps the env and task sections, so ``finetune`` and ``vla eval`` rebuild the
+same env. Images come from ``env.camera``, else the robot's first camera, else the camera the contact scene
+adds (:data:`embodied_ws.sim.scene.CAMERA`).
 """
 
 from __future__ import annotations
@@ -17,23 +24,50 @@ import numpy as np
 from embodied_ws.config.loader import load_config, load_dr
 from embodied_ws.config.schema import RunConfig
 from embodied_ws.core.errors import UserError
-from embodied_ws.data.dataset import create_dataset, features_for, progress_iter, write_sidecar
+from embodied_ws.data.commands import action_names, command_from_ctrl, gripper_meta
+from embodied_ws.data.dataset import create_dataset, features_for, progress_iter, recorded_config, write_sidecar
 
 #: steps recorded after the first success, so the demonstration shows the robot settling on the target
 HOLD_STEPS = 5
 
 
-def demo_config(robot: str, task: str, image_size: list[int], dr: str, policy_run: Path | None) -> RunConfig:
-    """The run config of the rollouts: the run's own config for ``--policy``, else the ``vla`` preset
-    with ``robot``/``task``, absolute joint-position actions (the expert's) and ``dr``."""
+def demo_config(
+    robot: str | None,
+    task: str | None,
+    image_size: list[int],
+    dr: str,
+    policy_run: Path | None,
+    config: str | Path = "vla",
+    sets: list[str] | None = None,
+) -> RunConfig:
+    """The run config of the rollouts: the run's own config for ``--policy``, else the ``config`` preset
+    (``vla``) with ``sets``, then ``robot``/``task`` when given, absolute joint-position actions (the
+    expert's) and ``dr``."""
     size = f"[{image_size[0]}, {image_size[1]}]"
     if policy_run is not None:
         cfg_path = policy_run / "config.yaml"
         if not cfg_path.is_file():
             raise UserError("not a run folder (no config.yaml)", str(policy_run))
-        return load_config(cfg_path, [f"env.render_size={size}"])
-    sets = [f"env.robot={robot}", f"env.task={task}", "env.action_mode=absolute", f"env.render_size={size}"]
-    return load_config("vla", [*sets, f"dr={dr}"])
+        return load_config(cfg_path, [*(sets or []), f"env.render_size={size}"])
+    more = [f"env.robot={robot}"] if robot else []
+    more += [f"env.task={task}"] if task else []
+    more += ["env.action_mode=absolute", f"env.render_size={size}", f"dr={dr}"]
+    return load_config(config, [*(sets or []), *more])
+
+
+def pick_camera(env: Any) -> str:
+    """The camera the demos are filmed with: ``env.camera``, else the model's first (the robot's own come
+    first, then the one a contact scene adds), which ``render()`` shows; ``env.camera`` is set to its name
+    (the sidecar's config then names it for ``vla eval``)."""
+    import mujoco
+
+    name = env.cfg.env.camera
+    if not name and env.model.ncam:
+        name = mujoco.mj_id2name(env.model, mujoco.mjtObj.mjOBJ_CAMERA, 0) or ""
+    if not name:
+        raise UserError("the robot has no camera to record images from (set env.camera)", env.cfg.env.robot)
+    env.cfg.env.camera = name  # what render() shows when none was set: the model's first camera
+    return name
 
 
 def instruction_of(env: Any) -> str:
@@ -75,7 +109,7 @@ def record_episode(env: Any, actor: Any, seed: int, camera: str) -> tuple[list[d
         frames.append(
             {
                 "observation.state": seen["state"],
-                "action": env.data.ctrl[: robot.nu].astype(np.float32),
+                "action": command_from_ctrl(robot, env.data.ctrl[: robot.nu]).astype(np.float32),
                 f"observation.images.{camera}": seen["image"],
             }
         )
@@ -104,11 +138,14 @@ def record_demos(
     keep_failed: bool = False,
     progress: bool = True,
     overwrite: bool = False,
+    config: str | Path = "vla",
+    sets: list[str] | None = None,
 ) -> dict[str, Any]:
     """Record ``episodes`` demonstrations into ``out`` (LeRobotDataset v3); returns a summary.
 
-    :param robot: robot name or MJCF path
-    :param task: registered task (a scripted expert exists for ``reach`` and ``reach_color``)
+    :param robot: robot name or MJCF path (None: the preset's)
+    :param task: registered task with a scripted expert (``reach``, ``reach_color``, ``push``, ``lift``,
+        ``pick_place``; None: the preset's)
     :param episodes: number of episodes to keep
     :param out: dataset folder: new, empty, or an earlier ``record-demos`` output with ``overwrite``
         (replaced atomically); a folder that is not ours is refused
@@ -120,23 +157,23 @@ def record_demos(
     :param keep_failed: keep failed episodes too (default: drop them, at most ``episodes`` extra tries)
     :param progress: show a progress bar
     :param overwrite: replace an earlier ``record-demos`` dataset at ``out``
+    :param config: run preset or YAML the env is built from (``push`` for the contact tasks)
+    :param sets: ``key=value`` overrides of ``config`` (``task.gripper=action``)
     """
     from embodied_ws.sim.env import RobotEnv
 
     if episodes <= 0:
         raise UserError(f"must be > 0, got {episodes}", "--episodes")
     size = list(image_size or [128, 128])
-    cfg = demo_config(robot, task, size, dr, policy_run)
+    cfg = demo_config(robot, task, size, dr, policy_run, config, sets)
     env = RobotEnv(cfg, load_dr(cfg.dr), render_mode="rgb_array", seed=seed)
     actor = make_actor(env, policy_run)
     if policy_run is not None and actor.obs_size != env.observation_space.shape[0]:
         raise UserError("the run's policy does not match its env's observation", str(policy_run))
     r = env.core.robot
-    camera = cfg.env.camera or (r.camera_names[0] if r.camera_names else "")
-    if not camera:
-        raise UserError("the robot has no camera to record images from", cfg.env.robot)
+    camera = pick_camera(env)
     fps = round(1.0 / env.core.control_dt)
-    feats = features_for(r.joint_names, r.actuator_names, {camera: (size[0], size[1])}, video)
+    feats = features_for(r.joint_names, action_names(r), {camera: (size[0], size[1])}, video)
     attempts, kept, successes = 0, 0, 0
     instructions: set[str] = set()
     with create_dataset(out, fps, feats, r.name, video, "record-demos", overwrite) as ds:
@@ -176,9 +213,15 @@ def record_demos(
             "source": summary["source"],
             "control_rate_hz": 1.0 / env.core.control_dt,
             "joints": {"names": r.joint_names, "lower": r.joint_low.tolist(), "upper": r.joint_high.tolist()},
-            "action": {"meaning": "joint position command (rad)", "names": r.actuator_names},
+            "action": {
+                "meaning": "joint position command (rad or m); a gripper: its leader joint's set-point",
+                "names": action_names(r),
+                "grippers": gripper_meta(r),
+            },
             "cameras": {camera: size},
             "success_rate": summary["success_rate"],
+            "instructions": summary["instructions"],
+            "config": recorded_config(cfg),
         },
     )
     return summary

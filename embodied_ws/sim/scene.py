@@ -15,6 +15,8 @@ model is replaced by the compiled result (the arm's joints, actuators and sensor
 cube's free joint comes last), with a ``scene_grasp`` site between the fingers and its position sensor. A
 robot whose tool collides with nothing (``contype = conaffinity = 0``, like ``arm3``) gets the scene's
 contact bit on its moving geoms, so it touches the cube and the table but still not itself nor the floor.
+A fixed camera (:data:`CAMERA`) looks across the table at the robot, framing the table and the space above it
+(demonstrations and VLA evaluation render from it when the robot has no camera of its own).
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ OBJECT_JOINT = "scene_object_joint"
 TABLE = "scene_table"
 GOAL = "scene_goal"  # mocap body of the goal marker
 GRASP = "scene_grasp"  # site between the fingers and its position sensor
+CAMERA = "scene_camera"  # fixed camera facing the robot across the table (demos, VLA evaluation)
+#: colour names of the cube and the goal marker, as the tasks' language instructions call them
+OBJECT_COLOR, GOAL_COLOR = "red", "green"
 #: default cube edge (m) for an arm without a gripper
 DEFAULT_CUBE = 0.05
 WORKSPACE_POINTS = 32768
@@ -352,6 +357,7 @@ def _build(robot: Robot, scene: Scene, cube_mass: float, goal_radius: float) -> 
         conaffinity=0,
         rgba=[0.1, 0.8, 0.2, 0.5],
     )
+    _add_camera(world, scene)
     for key in spec.keys:
         if len(key.qpos):
             key.qpos = [*key.qpos, *start, 1.0, 0.0, 0.0, 0.0]
@@ -368,3 +374,25 @@ def _build(robot: Robot, scene: Scene, cube_mass: float, goal_radius: float) -> 
     model.dof_damping[: old.nv] = old.dof_damping  # damping added by env.servo_damping: auto
     home = np.concatenate([robot.home_qpos, start, [1.0, 0.0, 0.0, 0.0]])
     robot.model, robot.spec, robot.home_qpos = model, spec, home
+
+
+def camera_pose(scene: Scene, fovy: float = 45.0) -> tuple[np.ndarray, np.ndarray]:
+    """``(position, xyaxes)`` of :data:`CAMERA`: beyond the table's far edge, 45 degrees up, looking back at the
+    centre of the spots where cubes and goals are placed, just far enough to see them all with a margin."""
+    axis = np.array([*scene.table_axes[0], 0.0])
+    centre = scene.spots.mean(axis=0)
+    look = np.array([*centre, scene.table_top + 2 * scene.cube_half])
+    reach = float(np.linalg.norm(scene.spots - centre, axis=1).max()) + 4 * scene.cube_half + 0.05
+    dist = reach / np.tan(np.deg2rad(fovy) / 2.0)
+    elev = np.deg2rad(45.0)
+    pos = look + dist * (np.cos(elev) * axis + np.array([0.0, 0.0, np.sin(elev)]))
+    forward = (look - pos) / np.linalg.norm(look - pos)
+    right = np.cross(forward, [0.0, 0.0, 1.0])
+    right /= np.linalg.norm(right)
+    up = np.cross(right, forward)
+    return pos, np.concatenate([right, up])
+
+
+def _add_camera(world: mujoco.MjsBody, scene: Scene) -> None:
+    pos, xyaxes = camera_pose(scene)
+    world.add_camera(name=CAMERA, pos=pos.tolist(), xyaxes=xyaxes.tolist(), fovy=45.0)

@@ -27,9 +27,13 @@ def evaluate_vla(
 ) -> dict[str, Any]:
     """Roll out the run's policy for ``episodes`` episodes (DR as in the run's config); writes ``eval/``.
 
-    The camera image is rendered at the size the dataset recorded, the instruction comes from the task.
+    The camera image is rendered from ``env.camera`` (a ``record-demos`` dataset's config names the one it
+    filmed with), at the size the dataset recorded; the instruction comes from the task (``Task.instruction``);
+    an episode succeeds by the task's own success test (the env's ``is_success`` at its last step). Actions
+    are the dataset's joint position commands (a gripper: its leader's set-point, :mod:`embodied_ws.data.commands`).
     """
     from embodied_ws.core.progress import track
+    from embodied_ws.data.commands import env_action
     from embodied_ws.data.record import instruction_of
     from embodied_ws.policy.rollout import Step, rollout
     from embodied_ws.sim.env import RobotEnv
@@ -39,6 +43,7 @@ def evaluate_vla(
     runner = VLARunner(policy_folder(run_dir), device=device)
     cam_key = next(iter(runner.config.image_features))
     c, h, w = runner.config.image_features[cam_key].shape
+    camera = cam_key[len(IMAGE_PREFIX) :]
     cfg = copy.deepcopy(cfg)
     cfg.env.action_mode = "absolute"
     cfg.env.render_size = [int(h), int(w)]
@@ -46,7 +51,6 @@ def evaluate_vla(
     core, robot = env.core, env.core.robot
     frames: list[np.ndarray] = []
     successes = []
-    camera = cam_key[len(IMAGE_PREFIX) :]
 
     def observe(env: Any, _obs: Any) -> dict[str, Any]:
         return {
@@ -56,7 +60,7 @@ def evaluate_vla(
         }
 
     def to_env(command: np.ndarray) -> np.ndarray:
-        return (command - core.ctrl_mid) / core.ctrl_half
+        return env_action(core, command)
 
     for ep in track(episodes, "eval", "episodes", enabled=progress):
         filmed = video and ep < 3
@@ -69,7 +73,12 @@ def evaluate_vla(
             env, runner, seed + ep, observe=observe, to_env=to_env, on_step=film, max_steps=core.episode_steps
         )
         successes.append(episode.success)
-    metrics: dict[str, Any] = {"episodes": episodes, "success_rate": float(np.mean(successes)) if successes else 0.0}
+    metrics: dict[str, Any] = {
+        "episodes": episodes,
+        "success_rate": float(np.mean(successes)) if successes else 0.0,
+        "task": cfg.env.task,
+        "instruction": instruction_of(env),
+    }
     write_eval(run_dir, metrics, frames, env.metadata["render_fps"])
     env.close()
     return metrics

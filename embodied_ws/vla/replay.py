@@ -20,7 +20,10 @@ def replay_episode(cfg: RunConfig, robot: Any, states: np.ndarray, actions: np.n
     :param cfg: run config of the robot (``env.frame_skip`` sets the control period)
     :param robot: the loaded robot
     :param states: recorded joint positions ``(T, nj)``
-    :param actions: recorded joint position commands ``(T, nu)``
+    :param actions: recorded joint position commands ``(T, nu)`` (a gripper: its leader's set-point, turned
+        into the actuator's control here)
     """
+    from embodied_ws.data.commands import ctrl_from_command
+
     control_dt = cfg.env.frame_skip * robot.control_dt
-    return replay_rmse(robot, states, actions, control_dt)
+    return replay_rmse(robot, states, ctrl_from_command(robot, actions), control_dt)

@@ -36,6 +36,8 @@ What a task provides (what the envs really use):
 ``obs_names()``           optional: a name per observation entry (the exported policy's layout)
 ``min_episode_seconds``   optional: the shortest episode the task can be done in (episodes are lengthened)
 ``goal_markers(goal)``    optional: mocap body name → position of each goal marker drawn in the scene
+``instruction(goal)``     optional: the episode's language instruction (``record-demos`` stores it per episode,
+                          ``vla eval`` gives it to the policy; default: "<task> with the <robot>")
 ``success_hold_s``        optional (s, default 0): success counts only once ``evaluate``'s success test has held
                           without a break this long; until then the env core reports no success and zeroes the
                           ``success_bonus`` term (the bonus stays the success test) — lift: ``task.hold_seconds``

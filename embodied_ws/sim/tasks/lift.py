@@ -36,6 +36,8 @@ class LiftTask(PushTask):
     - ``action``: ``−action_weight · |a|²``; ``off_table``: ``off_table_penalty`` once the cube left the table.
     """
 
+    instruction_text = "pick up the {cube} cube"
+
     def __init__(self, robot: Robot, cfg: TaskConfig) -> None:
         if not robot.gripper_actuators:
             found = ", ".join(g.leader or g.joints[0] for g in robot.grippers if g.joints) or "none"
@@ -136,6 +138,8 @@ class PickPlaceTask(LiftTask):
     ``goal`` pays on the 3-D distance; success (and ``success_bonus``): held with the cube within
     ``success_threshold`` of the goal, for the last ``task.hold_seconds``.
     """
+
+    instruction_text = "put the {cube} cube on the {goal} pad"
 
     @override
     def sample_goal(self, rng: np.random.Generator) -> np.ndarray:

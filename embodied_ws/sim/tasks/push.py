@@ -13,7 +13,7 @@ import numpy as np
 
 from embodied_ws.config.schema import TaskConfig
 from embodied_ws.sim.robot import Robot
-from embodied_ws.sim.scene import GOAL, add_scene, cube_half_size
+from embodied_ws.sim.scene import GOAL, GOAL_COLOR, OBJECT_COLOR, add_scene, cube_half_size
 from embodied_ws.sim.tasks.base import TASKS, Task, as_index
 
 _XYZ = ("x", "y", "z")
@@ -60,6 +60,8 @@ class PushTask(Task):
     goal_dim = 3
     #: rare-event terms (``task check`` does not ask them to fire under random or scripted actions)
     event_terms = ("off_table",)
+    #: the language instruction of every episode (``{cube}``, ``{goal}``: the scene's colour names)
+    instruction_text = "push the {cube} cube onto the {goal} pad"
 
     def __init__(self, robot: Robot, cfg: TaskConfig) -> None:
         super().__init__(robot, cfg)
@@ -196,3 +198,7 @@ class PushTask(Task):
     @override
     def goal_markers(self, goal: np.ndarray) -> dict[str, np.ndarray]:
         return {GOAL: np.array([goal[0], goal[1], self.scene.table_top + 0.001])}
+
+    def instruction(self, goal: np.ndarray) -> str:
+        """The episode's language instruction (``record-demos`` stores it, ``vla eval`` gives it to the policy)."""
+        return self.instruction_text.format(cube=OBJECT_COLOR, goal=GOAL_COLOR)
