@@ -258,6 +258,7 @@ def test_policy_json_records_the_mode_and_a_bare_policy_folder_rebuilds_it(ee_ru
     act = meta["action"]
     assert act["mode"] == "ee_delta" and act["ee_yaw"] is True and act["size"] == 4
     assert act["ee"]["names"] == ["ee/dx", "ee/dy", "ee/dz", "ee/dyaw"] and len(act["ee"]["step"]) == 4
+    assert act["mapping"] == act["ee"]["mapping"] and "J^T (J J^T + damping^2 I)^-1" in act["mapping"]
     bare = tmp_path / "policy"
     bare.mkdir()
     for name in ("policy.json", "policy.safetensors"):  # no config.yaml: rebuilt from policy.json alone

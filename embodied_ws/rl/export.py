@@ -128,7 +128,7 @@ def export_policy(out_dir: Path, model: Any, venv: Any, core: EnvCore) -> Path:
             "ctrl_high": r.ctrl_high.tolist(),
             **action_mapping(core.delta_actuators),
             # ee_delta: the actions are an end-effector step (then grippers), converted by sim/ik.py's IK
-            **({"ee": core.io.ee.describe()} if core.io.ee is not None else {}),
+            **({"ee": core.io.ee.describe(), "mapping": core.io.ee.describe()["mapping"]} if core.io.ee else {}),
         },
         "joints": {"names": r.joint_names, "lower": r.joint_low.tolist(), "upper": r.joint_high.tolist()},
         "control_rate_hz": 1.0 / core.control_dt,
