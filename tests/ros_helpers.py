@@ -71,6 +71,7 @@ ROS_MODULES = [
     "builtin_interfaces",
     "launch",
     "launch_ros",
+    "control_msgs",
 ]
 
 _BLOCKER = """

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 def _cmd_deploy(args: argparse.Namespace) -> int:
     from embodied_ws.deploy.artifact import resolve_target
     from embodied_ws.deploy.control import ControlCore
+    from embodied_ws.deploy.gripper_command import GripperLoop, gripper_output
 
     if args.duration < 0:
         raise UserError(f"must be >= 0, got {args.duration:g}", "--duration")
@@ -28,17 +29,27 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
     if not path.exists() and (Path(args.runs) / args.path).exists():
         path = Path(args.runs) / args.path  # a run name under --runs, like eval and gap
     core = ControlCore(resolve_target(path, overrides))
+    gripper = GripperLoop.of(core)
+    grip_to = gripper_output(core.cfg.deploy, gripper.command.limits) if gripper else None
     if args.check:
         out = {"robot": core.robot.name, "rate_hz": core.rate_hz, "state_joints": core.state_joints,
                "lower": core.limits.lower.tolist(), "upper": core.limits.upper.tolist(),
                "max_step": core.limits.max_step.tolist()}  # fmt: skip
+        if gripper is not None and grip_to is not None:  # the arm's entries above include the gripper's (unsent)
+            lim = gripper.command.limits
+            out.update(gripper_joints=list(lim.joints), gripper_interface=grip_to.interface, gripper_name=grip_to.name,
+                       gripper_lower=lim.lower.tolist(), gripper_upper=lim.upper.tolist(),
+                       gripper_max_step=lim.max_step.tolist(), arm_joints=gripper.arm_joints)  # fmt: skip
         print(json.dumps(out) if args.json else "\n".join(f"{k}: {v}" for k, v in out.items()))
         return 0
     try:
+        from embodied_ws.ros.gripper_out import require_interface
         from embodied_ws.ros.nodes.policy_node import run_deploy
         from embodied_ws.ros.wait import require_joint_states
     except ImportError as exc:
         raise UserError(f"ROS 2 is not available ({exc}); source ROS 2 Jazzy or `make setup`", "deploy") from None
+    if grip_to is not None and not core.cfg.deploy.dry_run:
+        require_interface(grip_to)  # the action interface needs control_msgs: one line before ROS starts
     if not args.dry_run:  # no robot: say so (exit 2) instead of running disarmed
         require_joint_states(args.wait)
     summary = run_deploy(core, args.duration)

@@ -385,6 +385,15 @@ class DeployConfig:
     :param diagnostics_hz: rate of ``/diagnostics`` reports (events are also reported at once)
     :param realtime_priority: 1-99: run the control loop's thread under ``SCHED_FIFO`` at this priority
         (needs root or ``CAP_SYS_NICE``/an rtprio limit; refused → a warning, the loop runs as before); 0: off
+    :param gripper_interface: a policy with ``task.gripper: action``: how its gripper command reaches the robot
+        (:mod:`embodied_ws.deploy.gripper_command`): ``topic`` (std_msgs/Float64MultiArray, the leader joint's
+        position, on ``/<gripper_controller>/commands``), ``action`` (control_msgs/action/GripperCommand on
+        ``/<gripper_controller>/gripper_cmd``) or ``auto`` (what ``controllers_file`` declares, else ``topic``)
+    :param gripper_controller: the gripper's ros2_control controller name
+    :param gripper_topic: override of the gripper's topic (or action name)
+    :param controllers_file: a ros2_control controllers YAML; with ``gripper_interface: auto`` the controller
+        whose joints hold the gripper's leader joint decides the interface and the name
+    :param gripper_stroke_s: the gripper command's rate limit: a full stroke takes at least this long
     """
 
     robot: str = ""
@@ -403,6 +412,11 @@ class DeployConfig:
     inference_timeout_s: float = num(0.02, 0.0, 60.0)
     diagnostics_hz: float = num(1.0, 0.0, 1000.0, low_open=True)
     realtime_priority: int = num(0, 0, 99, text="0 (off) or 1-99")
+    gripper_interface: Literal["auto", "topic", "action"] = "auto"
+    gripper_controller: str = "gripper_controller"
+    gripper_topic: str = ""
+    controllers_file: str = ""
+    gripper_stroke_s: float = num(0.5, 0.0, 3600.0, low_open=True)
 
 
 @dataclass

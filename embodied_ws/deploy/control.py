@@ -183,6 +183,11 @@ class ControlCore:
         self.has_state = False
 
     # ----------------------------------------------------------------- the tick
+    @property
+    def policy_action(self) -> np.ndarray:
+        """The policy's raw action of the last tick that ran it (NaN/inf kept: the gripper holds on them)."""
+        return self._action[0]
+
     def measured_command(self) -> np.ndarray:
         """The command that holds the robot where it is (servo set-point = measured joint position)."""
         return self._mid + self._half * self.io.hold_action(self.data.qpos)

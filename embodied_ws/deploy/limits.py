@@ -96,11 +96,20 @@ def command_limits(robot: Robot, meta: dict[str, Any], d: DeployConfig, rate_hz:
         safe = np.asarray(d.safe_pose, dtype=np.float64) if d.safe_pose else np.where(servo, home, (lower + upper) / 2)
         if safe.shape != (robot.nu,):
             raise ConfigError(f"needs {robot.nu} values (one per actuator), got {len(d.safe_pose)}", "deploy.safe_pose")
+    # a gripper driven by the policy has its own command and envelope (embodied_ws.deploy.gripper_command): its
+    # entry here is never sent, so it is left unbounded (no margin, rate or offset clipping reported for it)
+    grip = np.zeros(robot.nu, dtype=bool)
+    grip[robot.gripper_actuators] = True
+    lower = np.where(grip, robot.ctrl_low, lower)
+    upper = np.where(grip, robot.ctrl_high, upper)
+    velocity[grip] = np.inf
+    if safe is not None:
+        safe = np.where(grip, (lower + upper) / 2, safe)
     return SafetyLimits.build(
         lower,
         upper,
         rate_hz,
-        d.max_step,
+        np.where(grip, np.maximum(upper - lower, d.max_step), d.max_step),
         velocity,
         soft_start_s=d.soft_start_s,
         state_timeout_s=d.state_timeout_s,
@@ -108,5 +117,5 @@ def command_limits(robot: Robot, meta: dict[str, Any], d: DeployConfig, rate_hz:
         on_state_timeout=d.on_state_timeout,
         safe_pose=safe,
         # a servo's command is a position: never more than max_step from where the joint is measured
-        max_offset=np.where(servo, d.max_step, np.inf),
+        max_offset=np.where(servo & ~grip, d.max_step, np.inf),
     )

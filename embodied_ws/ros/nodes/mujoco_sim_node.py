@@ -2,7 +2,10 @@
 
 Publishes ``/joint_states`` (stamped with sim time), ``/clock``, the task observation on
 ``/embodied/task`` (latched; ``layout.data_offset`` = episode id) and optionally the camera; takes
-actuator commands on ``/<controller>/commands``; serves ``~/reset`` and ``~/set_pause``.
+actuator commands on ``/<controller>/commands``; serves ``~/reset`` and ``~/set_pause``. A robot whose
+grippers are actions (``task.gripper: action``) also takes their leader joints' positions on ``gripper_topic``
+(as a forward position gripper controller does); the arm's command then holds either every actuator or
+the arm's alone (what ``policy_node`` sends: its gripper goes to its own controller).
 ``mode: lockstep`` advances exactly one control period per command (training); ``realtime`` steps
 on a timer at ``real_time_factor`` × real time with the latest command. Physics DR is applied on reset.
 
@@ -50,6 +53,7 @@ PARAMETERS = {
     "publish_camera": False,
     "plant": "",
     "stamp_offset_s": 0.0,
+    "gripper_topic": "/gripper_controller/commands",
 }
 
 
@@ -91,6 +95,9 @@ class MujocoSimNode(Node):
         self._last_seq = 0
         self.duplicates = 0
         self._lo, self._hi = self.core.robot.ctrl_low, self.core.robot.ctrl_high
+        robot = self.core.robot
+        self._grip = list(robot.gripper_actuators)
+        self._arm = np.array([k for k in range(self.model.nu) if k not in self._grip], dtype=np.int64)
         self._clock_listeners = 0
         self._stamp_offset = float(self.get_parameter("stamp_offset_s").value)
         self.add_on_set_parameters_callback(self._on_parameters)
@@ -106,6 +113,9 @@ class MujocoSimNode(Node):
             self._renderer = mujoco.Renderer(self.model, h, w)
         # the lockstep hot loop: state out and commands in as serialized bytes (embodied_ws.ros.cdr)
         self.create_subscription(Float64MultiArray, f"/{controller}/commands", self._on_command, qos.COMMAND, raw=True)
+        if self._grip:
+            gtopic = str(self.get_parameter("gripper_topic").value)
+            self.create_subscription(Float64MultiArray, gtopic, self._on_gripper, qos.COMMAND)
         self.create_service(Trigger, "~/reset", self._on_reset)
         # link check: ~/ping is echoed on ~/pong at once (bench/ros_bridge.py's raw round-trip peer)
         self.pub_pong = self.create_publisher(Float64MultiArray, "~/pong", qos.COMMAND)
@@ -181,8 +191,9 @@ class MujocoSimNode(Node):
         except cdr.CdrError as exc:
             self.get_logger().warn(f"command ignored: {exc}")
             return
-        if values.size != self.model.nu:
-            self.get_logger().warn(f"command has {values.size} values, expected {self.model.nu}; ignored")
+        if values.size not in (self.model.nu, self._arm.size):
+            also = f" (or {self._arm.size}: the arm's alone)" if self._grip else ""
+            self.get_logger().warn(f"command has {values.size} values, expected {self.model.nu}{also}; ignored")
             return
         if not math.isfinite(values.sum()):
             self.get_logger().warn("non-finite command ignored")
@@ -195,9 +206,23 @@ class MujocoSimNode(Node):
             )
             return
         self._last_seq = seq
+        if values.size != self.model.nu:  # the arm's alone: the grippers keep their own command
+            full = self._ctrl.copy()
+            full[self._arm] = values
+            values = full
         self._ctrl = np.minimum(np.maximum(values, self._lo), self._hi)
         if self.mode == "lockstep" and not self.paused:
             self.step()
+
+    def _on_gripper(self, msg: Float64MultiArray) -> None:
+        """Leader joint positions, one per gripper (a forward position gripper controller's command)."""
+        values = conv.array_of(msg)
+        if values.size != len(self._grip) or not np.isfinite(values).all():
+            self.get_logger().warn(f"gripper command ignored: {len(self._grip)} finite values expected",
+                                   throttle_duration_sec=5.0)  # fmt: skip
+            return
+        for k, g, v in zip(self._grip, self.core.robot.grippers, values, strict=False):
+            self._ctrl[k] = min(max(g.ctrl(g.action(v)), self._lo[k]), self._hi[k])
 
     def _tick(self) -> None:
         if not self.paused:

@@ -42,10 +42,12 @@ from embodied_ws.core.errors import UserError
 from embodied_ws.deploy.artifact import DeployTarget, resolve_target
 from embodied_ws.deploy.control import ControlCore
 from embodied_ws.deploy.estop import EstopGate
+from embodied_ws.deploy.gripper_command import GripperLoop, gripper_output
 from embodied_ws.deploy.rate import RateMeter, request_realtime
 from embodied_ws.deploy.status import clipping_line, loop_status
 from embodied_ws.ros import cdr, qos
 from embodied_ws.ros import conversions as conv
+from embodied_ws.ros.gripper_out import GripperSender
 from embodied_ws.ros.spin import run_node
 
 #: node-level parameters; every ``deploy.*`` config field is a parameter too (set ones override the run's config)
@@ -69,12 +71,15 @@ class PolicyNode(LifecycleNode):
             self.declare_parameter(name, default)
         hints = typing.get_type_hints(DeployConfig)
         for f in dataclasses.fields(DeployConfig):  # declared without a value: only what the user sets counts
-            self.declare_parameter(f"deploy.{f.name}", _TYPES[hints[f.name]])
+            kind = str if typing.get_origin(hints[f.name]) is typing.Literal else hints[f.name]
+            self.declare_parameter(f"deploy.{f.name}", _TYPES[kind])
         self.core = core
         self._given_core = core
         self._subs: list[Any] = []
         self._timers: list[Any] = []
         self.pub_cmd = self.pub_diag = None
+        self.gripper: GripperLoop | None = None  # a policy driving grippers: their command, split off the arm's
+        self.grip_out: GripperSender | None = None
         self.estop_asserted = False
         self.gate = EstopGate()
         self.meter: RateMeter | None = None
@@ -115,6 +120,10 @@ class PolicyNode(LifecycleNode):
             else:
                 self.core = self._given_core
                 self._given_core = None  # a cleanup/configure cycle reloads from the parameters
+            self.gripper = GripperLoop.of(self.core)
+            grip_to = gripper_output(self.core.cfg.deploy, self.gripper.command.limits) if self.gripper else None
+            if grip_to is not None and not self.core.cfg.deploy.dry_run:
+                self.grip_out = GripperSender(self, grip_to, self.gripper.command.limits)
         except UserError as exc:
             self.get_logger().error(exc.line())
             return FAILURE
@@ -126,7 +135,7 @@ class PolicyNode(LifecycleNode):
             self.pub_cmd = self.create_publisher(Float64MultiArray, self.command_topic, qos.COMMAND)
         self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self._decoder = cdr.JointStateDecoder(core.state_joints)
-        self._encoder = cdr.FloatArrayEncoder(core.robot.nu)
+        self._encoder = cdr.FloatArrayEncoder(core.robot.nu if self.gripper is None else self.gripper.arm.size)
         self._subs = [
             self.create_subscription(JointState, "/joint_states", self._on_state, qos.STATE, raw=True),
             self.create_subscription(Float64MultiArray, "/embodied/task", self._on_task, qos.LATCHED),
@@ -136,6 +145,7 @@ class PolicyNode(LifecycleNode):
             self.gate = EstopGate()  # its clock starts at the first tick or wait
         self.get_logger().info(
             f"configured: {_describe(core.target)} at {core.rate_hz:g} Hz, commands on {self.command_topic}"
+            + (f", gripper {grip_to.interface} {grip_to.name} (from {grip_to.source})" if grip_to else "")
             + (" (dry run: nothing is published)" if self.dry_run else "")
         )
         return OK
@@ -147,6 +157,7 @@ class PolicyNode(LifecycleNode):
             return FAILURE
         core = self.core
         core.reset()
+        self._restart_gripper()
         st = core.envelope.status
         self._said, self._clip_said = (st.mode, st.reason, st.events["state_restart"]), False
         self.meter = RateMeter(core.rate_hz)
@@ -190,8 +201,17 @@ class PolicyNode(LifecycleNode):
         for p in (self.pub_cmd, self.pub_diag):
             if p is not None:
                 self.destroy_publisher(p)
-        self.pub_cmd = self.pub_diag = None
+        if self.grip_out is not None:
+            self.grip_out.close()
+        self.pub_cmd = self.pub_diag = self.grip_out = self.gripper = None
         self.core = None
+
+    def _restart_gripper(self) -> None:
+        """An activation or a simulator's new episode: the gripper's next command starts from its measured position."""
+        if self.gripper is not None:
+            self.gripper.command.restart()
+        if self.grip_out is not None:
+            self.grip_out.restart()
 
     # ------------------------------------------------------------------ callbacks
     def estop_state(self) -> str:
@@ -227,6 +247,7 @@ class PolicyNode(LifecycleNode):
         episode = int(msg.layout.data_offset)  # a simulator's episode id (0 from other publishers)
         if episode and episode != self._episode:
             self.core.new_episode()  # sim reset: stamps start over and the pose jumped
+            self._restart_gripper()
             self._episode = episode
         self.core.set_goal(conv.array_of(msg))  # a refused task holds at the measured pose (logged by the loop)
 
@@ -248,11 +269,18 @@ class PolicyNode(LifecycleNode):
             self._report_throttled(now)  # the e-stop state is not known yet (or asserted): nothing moves
             return
         cmd = core.tick(now)
+        grip = None
+        if self.gripper is not None:  # the gripper's command goes to its own controller, the arm's without it
+            grip = self.gripper.tick(cmd)
+            cmd = None if cmd is None else self.gripper.arm_command(cmd)
         if cmd is not None:
             if self.pub_cmd is not None:
                 self.pub_cmd.publish(self._encoder.encode(cmd))
             else:
-                self.get_logger().info(f"dry run: command {cmd.round(4).tolist()}", throttle_duration_sec=1.0)
+                self.get_logger().info(f"dry run: command {cmd.round(4).tolist()} gripper {grip}",
+                                       throttle_duration_sec=1.0)  # fmt: skip
+        if grip is not None and self.grip_out is not None:
+            self.grip_out.send(grip)
         self._log_changes()
         ev = core.envelope.status.events  # per-tick clipping is counted, and reported once it is most ticks
         events = sum(v for k, v in ev.items() if k not in ("position_limit", "rate_limit", "track_limit"))
@@ -312,6 +340,11 @@ class PolicyNode(LifecycleNode):
             "clipped_in_window": f"{clipped}/{window}",
             **{f"events.{k}": v for k, v in sorted(st.events.items())},
         }
+        if self.gripper is not None:
+            last = self.gripper.command.last
+            values["gripper_command"] = "none" if last is None else str(last.round(5).tolist())
+            values["gripper_sent"] = self.grip_out.sent if self.grip_out else 0
+            values.update({f"gripper_events.{k}": v for k, v in sorted(self.gripper.command.events.items())})
         return DiagnosticStatus(
             level=_LEVEL[level],
             name="policy_node: control loop",
@@ -347,6 +380,7 @@ def summary(node: PolicyNode) -> dict[str, Any]:
         "ticks": core.ticks,
         "commands": core.published,
         "published": core.published if node.pub_cmd is not None else 0,
+        "gripper_sent": node.grip_out.sent if node.grip_out is not None else 0,
         "inference_max_ms": round(core.compute_max_s * 1e3, 4),
         "events": dict(st.events),
     }
