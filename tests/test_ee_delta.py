@@ -291,3 +291,38 @@ def test_bad_values_are_one_line_naming_the_key(cli) -> None:
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "env.action_mode" in lines[0], proc.stderr
+
+
+PLANAR = """<mujoco model="planar2">
+  <worldbody>
+    <body name="l1" pos="0 0 0.1">
+      <joint name="j1" type="hinge" axis="0 1 0" range="-1.5 1.5" damping="1"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.02" mass="1"/>
+      <body name="l2" pos="0.3 0 0">
+        <joint name="j2" type="hinge" axis="0 1 0" range="-2 2" damping="1"/>
+        <geom type="capsule" fromto="0 0 0 0.25 0 0" size="0.02" mass="0.5"/>
+        <site name="tip" pos="0.25 0 0"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <position joint="j1" kp="50" ctrlrange="-1.5 1.5"/>
+    <position joint="j2" kp="50" ctrlrange="-2 2"/>
+  </actuator>
+</mujoco>
+"""
+
+
+def test_a_planar_arm_moves_in_its_plane_and_refuses_yaw_in_one_line(tmp_path: Path) -> None:
+    xml = tmp_path / "planar2.xml"
+    xml.write_text(PLANAR)
+    env = RobotEnv(load_config("reach", [*EE, f"env.robot={xml}", "task.ee_body=tip", "task.target_min_z=null"]))
+    assert env.action_space.shape == (3,) and np.isfinite(env.core.io.ee.step).all()
+    env.reset(seed=0)
+    y0 = env.data.sensordata[env.core.robot.ee_sensor_idx][1]
+    for _ in range(10):
+        env.step(np.array([0.5, 0.5, 0.5]))  # y is out of reach of both joints: the IK ignores it
+    assert abs(env.data.sensordata[env.core.robot.ee_sensor_idx][1] - y0) < 1e-9
+    with pytest.raises(ConfigError, match=r"env\.ee_yaw: no arm joint of 'planar2' turns the end effector") as err:
+        RobotEnv(load_config("reach", [*EE, f"env.robot={xml}", "task.ee_body=tip", "env.ee_yaw=true"]))
+    assert "\n" not in err.value.line()

@@ -154,15 +154,16 @@ class EEDelta:
         home = robot.home_qpos if robot.home_qpos is not None else model.qpos0
         jac = ik.jacobian(home)[None]
         axes = np.vstack([np.eye(ik.rows), -np.eye(ik.rows)])
-        feasible = np.array([1.0 / np.max(np.abs(ik.solve(jac, u[None])[0] / half) / bound) for u in axes])
+        with np.errstate(divide="ignore"):  # an axis no joint moves along: inf, left to the other axes / the cap
+            feasible = np.array([1.0 / np.max(np.abs(ik.solve(jac, u[None])[0] / half) / bound) for u in axes])
         cap = ee_speed(bound, half, robot.ee_lever[arm], dt) * dt
         if ee_speed_limit > 0:
             cap = min(cap, ee_speed_limit * dt)
         pos = min(float(np.min(feasible[[0, 1, 2, ik.rows, ik.rows + 1, ik.rows + 2]])), cap)
         steps = [pos] * 3 + ([float(min(feasible[3], feasible[-1]))] if yaw else [])
-        if not np.all(np.isfinite(steps)) or min(steps) <= 0:
-            raise ConfigError(f"ee_delta: the end effector of {robot.name!r} cannot move along every axis at home "
-                              "(use env.action_mode=delta)", "env.action_mode")  # fmt: skip
+        if not np.isfinite(steps[-1]):
+            raise ConfigError(f"no arm joint of {robot.name!r} turns the end effector about the vertical at home "
+                              "(set env.ee_yaw=false)", "env.ee_yaw")  # fmt: skip
         grippers = np.array(robot.gripper_actuators, dtype=np.int64)  # the order of robot.grippers
         return cls(ik, arm, grippers, bound, half, np.array(steps))
 
