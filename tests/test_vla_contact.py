@@ -1,26 +1,99 @@
 """The VLA pipeline on a contact task, end to end through the CLI with the tiny local backbone (no hub):
 ``record-demos`` (scripted pick-and-place expert on the Menagerie Panda, its gripper driven) → a LeRobotDataset
 v3 read back with LeRobot's own loader (instruction per episode, named gripper entry, scene camera) →
-``finetune`` (LoRA; env and task taken from the dataset) → ``vla eval`` in sim with the task's success test."""
+``finetune`` (LoRA; env and task taken from the dataset) → ``vla eval`` in sim with the task's success test.
+Quick ones: each contact task's instruction, the gripper's action mapping, the recorded config round trip,
+and the push and lift experts recorded as demos."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import mujoco
 import numpy as np
 import pytest
 from vla_helpers import IMAGE, tiny_backbone
 
 from embodied_ws.config.loader import load_config, load_dr
-from embodied_ws.data.commands import env_action
+from embodied_ws.data.commands import action_names, command_from_ctrl, ctrl_from_command, env_action
+from embodied_ws.data.dataset import recorded_config, recorded_sets, write_sidecar
 from embodied_ws.sim.env import RobotEnv
-
-pytestmark = pytest.mark.slow
 
 PANDA = Path(__file__).parent / "fixtures" / "robots" / "menagerie" / "panda.xml"
 INSTRUCTION = "put the red cube on the green pad"
 CAMERA = "observation.images.scene_camera"
+SAID = {"push": "push the red cube onto the green pad", "lift": "pick up the red cube", "pick_place": INSTRUCTION}
+GRIP = ["env.action_mode=absolute", f"env.robot={PANDA}", "task.gripper=action"]
+
+
+def _env(task: str, *sets: str) -> RobotEnv:
+    return RobotEnv(load_config("push", [f"env.task={task}", *sets]), load_dr("none"), seed=0)
+
+
+def test_each_contact_task_states_its_instruction_with_the_scene_colours() -> None:
+    got = {t: _env(t, *GRIP).core for t in ("lift", "pick_place")}
+    got["push"] = _env("push", "env.action_mode=absolute").core
+    assert {t: core.task.instruction(core.goal[0]) for t, core in got.items()} == SAID
+    model = got["pick_place"].robot.model  # the colours named are the scene's: a red cube, a green goal
+    rgba = {
+        n: model.geom_rgba[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, n)]
+        for n in ("scene_object", "scene_goal")
+    }
+    assert np.argmax(rgba["scene_object"][:3]) == 0 and np.argmax(rgba["scene_goal"][:3]) == 1
+
+
+def test_gripper_entry_is_the_leader_set_point_both_ways() -> None:
+    """Panda: the tendon actuator's 0..255 control is stored as the leader's 0..0.04 m set-point; the arm's
+    commands as they are; and back to the control (replay) and to the env's -1 closed .. +1 open (eval)."""
+    env = _env("lift", *GRIP)
+    robot, core = env.core.robot, env.core
+    assert action_names(robot) == [f"actuator{i}" for i in range(1, 8)] + ["gripper"]
+    arm = np.linspace(-0.5, 0.5, 7)
+    for ctrl, set_point, action in ((255.0, 0.04, 1.0), (0.0, 0.0, -1.0), (127.5, 0.02, 0.0)):
+        cmd = command_from_ctrl(robot, np.array([*arm, ctrl]))
+        np.testing.assert_allclose(cmd, [*arm, set_point], atol=1e-9)
+        np.testing.assert_allclose(ctrl_from_command(robot, cmd), [*arm, ctrl], atol=1e-6)
+        a = env_action(core, cmd)
+        assert a[-1] == pytest.approx(action, abs=1e-9) and np.allclose(
+            a[:7], (arm - core.ctrl_mid[:7]) / core.ctrl_half[:7]
+        )
+    env.reset(seed=0)
+    env.step(env_action(core, np.array([*arm, 0.04])))  # the env's own mapping: set-point 0.04 m = fully open
+    assert env.data.ctrl[7] == pytest.approx(255.0, abs=1e-6)
+
+
+def test_recorded_config_rebuilds_the_env_from_another_folder(tmp_path: Path, monkeypatch) -> None:
+    """The sidecar's env/task sections give back the recording's config (the robot path made absolute), and
+    the user's --set after them still wins."""
+    rel = Path("tests/fixtures/robots/menagerie/panda.xml")
+    cfg = load_config(
+        "push", ["env.task=pick_place", f"env.robot={rel}", "task.gripper=action", "task.lift_height=0.07"]
+    )
+    write_sidecar(tmp_path, {"robot": "panda", "config": recorded_config(cfg)})
+    monkeypatch.chdir(tmp_path)
+    back = load_config("vla", [*recorded_sets(tmp_path), "task.object_mass=0.2"])
+    assert back.env.robot == str(PANDA.resolve()) and back.env.task == "pick_place"
+    assert (back.task.gripper, back.task.lift_height, back.task.object_mass) == ("action", 0.07, 0.2)
+    assert back.env.frame_skip == cfg.env.frame_skip and back.vla == load_config("vla").vla
+    assert recorded_sets(tmp_path / "nothing") == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("robot", "task", "sets"),
+    [("arm3", "push", []), (str(PANDA), "lift", ["task.gripper=action"])],
+    ids=["arm3-push", "panda-lift"],
+)
+def test_push_and_lift_experts_record_demos(tmp_path: Path, robot: str, task: str, sets: list[str]) -> None:
+    from embodied_ws.data.record import record_demos
+
+    out = tmp_path / task
+    s = record_demos(robot, task, 1, out, image_size=[16, 16], dr="none", progress=False, config="push", sets=sets)
+    assert s["episodes"] == 1 and s["attempts"] == 1 and s["task"] == task
+    assert s["instructions"] == [SAID[task]]
+    side = json.loads((out / "meta" / "embodied_ws.json").read_text())
+    assert side["config"]["env"]["task"] == task and side["cameras"]
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +112,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"tmp": tmp, "demos": demos, "record": json.loads(proc.stdout.strip().splitlines()[-1])}
 
 
+@pytest.mark.slow
 def test_pick_place_demos_read_back_with_lerobot(pipeline: dict) -> None:
     """LeRobot's own loader: the task's instruction on every frame, the gripper a named action entry that
     opens then closes on the cube, the scene camera's images showing the red cube."""
@@ -69,6 +143,7 @@ def test_pick_place_demos_read_back_with_lerobot(pipeline: dict) -> None:
         assert last["observation.state"][-1].item() > 0.01
 
 
+@pytest.mark.slow
 def test_demo_actions_through_the_eval_mapping_reproduce_the_success(pipeline: dict) -> None:
     """The first episode's recorded actions, replayed open loop from its seed through the mapping ``vla eval``
     uses (:func:`env_action`), meet the task's success test: the gripper entry means what the env does."""
@@ -88,6 +163,7 @@ def test_demo_actions_through_the_eval_mapping_reproduce_the_success(pipeline: d
     assert info["is_success"]
 
 
+@pytest.mark.slow
 def test_finetune_on_the_dataset_then_vla_eval_in_sim(cli, pipeline: dict) -> None:
     """``finetune`` takes robot, task and camera from the dataset (no --robot/--task), passes its pre-flight
     checks (the gripper entry inside the leader's limits, the replay tracking it), and ``vla eval`` rolls the
