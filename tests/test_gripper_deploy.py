@@ -253,3 +253,22 @@ def test_the_action_interface_without_control_msgs_is_refused_before_ros_starts(
     pytest.importorskip("rclpy")
     line = _one_error(cli("deploy", str(run), "--set", "deploy.gripper_interface=action", "--duration", "1"))
     assert "gripper_interface: action needs control_msgs: apt install ros-jazzy-control-msgs" in line
+
+
+def test_an_ee_delta_policy_s_gripper_action_is_the_tail_of_its_action(tmp_path: Path) -> None:
+    """``ee_delta``: ``[dx, dy, dz]`` then the gripper; the Panda's gripper actuator is its 8th (index 7)."""
+    run = untrained_run(tmp_path / "run", f"env.robot={PANDA}", "task.gripper=action", "env.action_mode=ee_delta",
+                        action_bias=3.0)  # fmt: skip
+    core = ControlCore(resolve_target(run, ["deploy.soft_start_s=0"]))
+    grip = GripperLoop.of(core)
+    assert core.io.action_dim == 4 and core.robot.gripper_actuators == [7]
+    assert grip.slots.tolist() == [3] and grip.arm.tolist() == list(range(7))
+    env = RobotEnv(core.cfg, load_dr("none"), seed=2)
+    env.reset(seed=2)
+    core.set_goal(env.core.goal[0])
+    sent = []
+    for i in range(20):
+        q = env.data.qpos[core.qpos_adr]
+        assert core.set_state(q, np.zeros_like(q), i * 0.04, i * 0.04)
+        sent.append(grip.tick(core.tick(i * 0.04))[0])
+    assert sent[-1] == pytest.approx(0.04) and np.diff(sent).max() <= grip.command.limits.max_step[0] + 1e-12

@@ -213,6 +213,14 @@ class GripperLoop:
         """The arm's part of the core's command (what the arm's controller takes)."""
         return out[self.arm]
 
+    def status(self, sent: int) -> dict[str, Any]:
+        """``/diagnostics`` values: the last command, how many were sent, the command's events."""
+        last = self.command.last
+        out: dict[str, Any] = {"gripper_command": "none" if last is None else str(last.round(5).tolist()),
+                               "gripper_sent": sent}  # fmt: skip
+        out.update({f"gripper_events.{k}": v for k, v in sorted(self.command.events.items())})
+        return out
+
     def tick(self, out: np.ndarray | None) -> np.ndarray | None:
         """The gripper command after ``core.tick`` returned ``out`` (None: send nothing).
 

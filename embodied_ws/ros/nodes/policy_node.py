@@ -341,10 +341,7 @@ class PolicyNode(LifecycleNode):
             **{f"events.{k}": v for k, v in sorted(st.events.items())},
         }
         if self.gripper is not None:
-            last = self.gripper.command.last
-            values["gripper_command"] = "none" if last is None else str(last.round(5).tolist())
-            values["gripper_sent"] = self.grip_out.sent if self.grip_out else 0
-            values.update({f"gripper_events.{k}": v for k, v in sorted(self.gripper.command.events.items())})
+            values.update(self.gripper.status(self.grip_out.sent if self.grip_out else 0))
         return DiagnosticStatus(
             level=_LEVEL[level],
             name="policy_node: control loop",
