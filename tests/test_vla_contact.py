@@ -174,8 +174,8 @@ def test_finetune_on_the_dataset_then_vla_eval_in_sim(cli, pipeline: dict) -> No
         f"vla.vlm_model_name={vlm}",
         "vla.load_vlm_weights=false",
         f"vla.image_size=[{IMAGE}, {IMAGE}]",
-        "vla.chunk_size=8",
-        "vla.n_action_steps=4",
+        "vla.chunk_size=16",  # a whole chunk executed per inference: 13 inferences per 206-step episode
+        "vla.n_action_steps=16",
         "vla.batch_size=4",
         "vla.lora_rank=4",
         "vla.steps=4",
