@@ -152,7 +152,6 @@ def test_beside_the_core_the_gripper_follows_the_policy_and_keeps_its_last_comma
 
 
 # ----------------------------------------------------------------------------- the interface
-CM = {"controller_manager": {"ros__parameters": {"update_rate": 100}}}
 
 
 def _controllers(**ctrls: tuple[str, dict]) -> dict:
@@ -227,6 +226,28 @@ def test_gripper_output_from_the_keys_and_from_a_controllers_file(tmp_path: Path
     d = load_config("reach", [*GRIP, f"deploy.controllers_file={tmp_path / 'none.yaml'}"]).deploy
     with pytest.raises(ConfigError, match=r"none\.yaml: file not found"):
         gripper_output(d, lim)
+
+
+def test_a_description_s_own_controllers_yaml_picks_the_interface(tmp_path: Path) -> None:
+    """A URDF whose gz_ros2_control plugin names its controllers YAML: ``auto`` reads the gripper's controller."""
+    import yaml
+
+    controllers = tmp_path / "controllers.yaml"
+    ctype = "position_controllers/GripperActionController"
+    arm = ("position_controllers/JointGroupPositionController", {"joints": ["joint1", "joint2"]})
+    controllers.write_text(yaml.safe_dump(_controllers(arm=arm, robotiq_gripper=(ctype, {"joint": "finger_joint"}))))
+    plugin = ('<gazebo><plugin filename="gz_ros2_control-system" name="gz_ros2_control::GazeboSimROS2ControlPlugin">'
+              f"<parameters>{controllers}</parameters></plugin></gazebo>\n</robot>")  # fmt: skip
+    urdf = tmp_path / "robotiq_arm.urdf"
+    urdf.write_text((FIX / "grippers" / "robotiq_arm.urdf").read_text().replace("</robot>", plugin))
+    cfg = load_config("reach", [f"env.robot={urdf}", "task.gripper=action", "deploy.controller=arm"])
+    lim = gripper_limits(build_robot(cfg), cfg.deploy, 25.0)
+    out = gripper_output(cfg.deploy, lim, cfg.env)
+    assert (out.interface, out.name, out.source) == ("action", "/robotiq_gripper/gripper_cmd", str(controllers))
+    bare = load_config("reach", [f"env.robot={FIX / 'grippers' / 'robotiq_arm.urdf'}", "task.gripper=action"])
+    assert gripper_output(bare.deploy, lim, bare.env).interface == "topic"  # names no YAML: topic
+    controllers.unlink()  # a YAML named but absent: not guessed at
+    assert gripper_output(cfg.deploy, lim, cfg.env).interface == "topic"
 
 
 def _one_error(proc) -> str:

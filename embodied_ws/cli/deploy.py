@@ -30,7 +30,7 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
         path = Path(args.runs) / args.path  # a run name under --runs, like eval and gap
     core = ControlCore(resolve_target(path, overrides))
     gripper = GripperLoop.of(core)
-    grip_to = gripper_output(core.cfg.deploy, gripper.command.limits) if gripper else None
+    grip_to = gripper_output(core.cfg.deploy, gripper.command.limits, core.cfg.env) if gripper else None
     if args.check:
         out = {"robot": core.robot.name, "rate_hz": core.rate_hz, "state_joints": core.state_joints,
                "lower": core.limits.lower.tolist(), "upper": core.limits.upper.tolist(),

@@ -18,7 +18,8 @@ leaves the arm's command array and goes out on its own (``policy_node`` publishe
   ``/<deploy.gripper_controller>/commands``: a forward position controller) or ``action``
   (control_msgs/action/GripperCommand on ``/<deploy.gripper_controller>/gripper_cmd``: a
   GripperActionController; position plus ``max_effort`` = the detected force); ``auto`` reads it from a
-  ros2_control controllers YAML (:func:`controller_interface`), else ``topic``.
+  ros2_control controllers YAML (:func:`controller_interface`): ``deploy.controllers_file``, else the one a
+  URDF/xacro description names in a plugin's ``<parameters>`` (gz_ros2_control), else ``topic``.
 """
 
 from __future__ import annotations
@@ -28,14 +29,16 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from xml.dom import minidom
 
 import numpy as np
 
-from embodied_ws.config.schema import DeployConfig
+from embodied_ws.config.schema import DeployConfig, EnvConfig
 from embodied_ws.core.errors import ConfigError
 from embodied_ws.core.yamlfile import read_yaml
 from embodied_ws.deploy.limits import read_limits_file
 from embodied_ws.sim.robot import Robot
+from embodied_ws.sim.urdf import expand, is_description, parse_args
 
 #: a ROS topic or action name: ``/a/b`` or ``a/b`` (letters, digits, underscores; no empty part)
 _ROS_NAME = re.compile(r"/?[A-Za-z_~][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*")
@@ -291,15 +294,37 @@ def _params(node: Any) -> dict[str, Any]:
     return {}
 
 
-def gripper_output(d: DeployConfig, limits: GripperLimits) -> GripperOutput:
+def described_controllers(env: EnvConfig) -> Path | None:
+    """The controllers YAML a URDF/xacro robot description names (a ``<plugin>``'s ``<parameters>``, as
+    gz_ros2_control's), None for an MJCF robot or a description that names none that exists."""
+    if not is_description(env.robot):
+        return None
+    desc = expand(Path(env.robot).expanduser(), parse_args(env.robot_args), env.package_paths)
+    for plugin in minidom.parseString(desc.urdf).getElementsByTagName("plugin"):
+        for node in plugin.getElementsByTagName("parameters"):
+            text = "".join(c.data for c in node.childNodes if c.nodeType == c.TEXT_NODE).strip()
+            if text.endswith((".yaml", ".yml")) and Path(text).expanduser().is_file():
+                return Path(text).expanduser()
+    return None
+
+
+def gripper_output(d: DeployConfig, limits: GripperLimits, env: EnvConfig | None = None) -> GripperOutput:
     """Where the gripper command goes, from ``deploy.*`` (rules in the module docstring).
 
+    :param d: the deploy settings
+    :param limits: the grippers' limits (their leader joints)
+    :param env: the robot's settings: with ``gripper_interface: auto`` and no ``controllers_file``, a URDF/xacro
+        description's own controllers YAML decides (:func:`described_controllers`)
     :raises ConfigError: a bad name, a controllers file that does not say, grippers on different controllers
     """
     interface, source = d.gripper_interface, "deploy.gripper_interface"
     name = ""
-    if interface == "auto" and d.controllers_file:
-        path = Path(d.controllers_file).expanduser()
+    path = None
+    if interface == "auto":
+        path = Path(d.controllers_file).expanduser() if d.controllers_file else None
+        if path is None and env is not None:
+            path = described_controllers(env)
+    if path is not None:
         data, _ = read_yaml(path)
         found = {controller_interface(data, j, d.controller, str(path)) for j in limits.joints}
         if len(found) > 1:

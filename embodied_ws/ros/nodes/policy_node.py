@@ -121,7 +121,8 @@ class PolicyNode(LifecycleNode):
                 self.core = self._given_core
                 self._given_core = None  # a cleanup/configure cycle reloads from the parameters
             self.gripper = GripperLoop.of(self.core)
-            grip_to = gripper_output(self.core.cfg.deploy, self.gripper.command.limits) if self.gripper else None
+            cfg = self.core.cfg
+            grip_to = gripper_output(cfg.deploy, self.gripper.command.limits, cfg.env) if self.gripper else None
             if grip_to is not None and not self.core.cfg.deploy.dry_run:
                 self.grip_out = GripperSender(self, grip_to, self.gripper.command.limits)
         except UserError as exc:
