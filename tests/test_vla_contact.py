@@ -89,7 +89,7 @@ def test_push_and_lift_experts_record_demos(tmp_path: Path, robot: str, task: st
     from embodied_ws.data.record import record_demos
 
     out = tmp_path / task
-    s = record_demos(robot, task, 1, out, image_size=[16, 16], dr="none", progress=False, config="push", sets=sets)
+    s = record_demos(robot, task, 1, out, image_size=[16, 16], dr="none", progress=False, sets=sets)
     assert s["episodes"] == 1 and s["attempts"] == 1 and s["task"] == task
     assert s["instructions"] == [SAID[task]]
     side = json.loads((out / "meta" / "embodied_ws.json").read_text())
@@ -104,7 +104,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     demos = tmp / "demos"
     proc = run_cli(
         "record-demos",
-        *("--config", "push", "--robot", str(PANDA), "--task", "pick_place", "--set", "task.gripper=action"),
+        *("--robot", str(PANDA), "--task", "pick_place", "--set", "task.gripper=action"),  # the push preset's env
         *("--episodes", "2", "--out", str(demos), "--image-size", str(IMAGE), str(IMAGE), "--dr", "none", "--json"),
         timeout=600,
     )

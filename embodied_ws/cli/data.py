@@ -87,10 +87,10 @@ def register(add_verb: AddVerb) -> None:
         _cmd_record,
         "Record demonstrations in sim (scripted IK expert or a run's policy, DR on) as a LeRobotDataset v3.",
         "example: embodied-ws record-demos --robot arm3 --task reach_color --episodes 50 --out data/reach_color\n"
-        "contact: embodied-ws record-demos --config push --robot panda.xml --task pick_place "
-        "--set task.gripper=action --out data/pick_place",
+        "contact: embodied-ws record-demos --robot panda.xml --task pick_place --set task.gripper=action "
+        "--out data/pick_place",
     )
-    r.add_argument("--config", default="vla", help="run preset or YAML of the env (default: vla; push: contact tasks)")
+    r.add_argument("--config", help="run preset or YAML of the env (default: vla; push for push, lift and pick_place)")
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config value; repeatable")
     r.add_argument("--robot", help="robot name or MJCF path (default: the preset's, arm3)")
     r.add_argument(

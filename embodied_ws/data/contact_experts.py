@@ -22,6 +22,9 @@ from embodied_ws.sim.scene import GRASP
 class _DLSExpert:
     """Shared machinery: a site driven by damped least squares on the arm joints (grippers excluded)."""
 
+    #: the run preset ``record-demos`` builds the env from when no ``--config`` is given (the contact scene's)
+    preset = "push"
+
     def __init__(self, env: Any, site: int, step: float, max_dq: float, damping: float = 0.05) -> None:
         if env.cfg.env.action_mode != "absolute":
             raise UserError("the scripted expert commands joint positions: set env.action_mode=absolute", "env")

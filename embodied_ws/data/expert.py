@@ -30,6 +30,9 @@ class ReachExpert:
     :param max_step: largest change of a joint command per control step (rad)
     """
 
+    #: the run preset ``record-demos`` builds the env from when no ``--config`` is given
+    preset = "vla"
+
     def __init__(self, env: Any, max_step: float = 0.12) -> None:
         if env.cfg.env.action_mode != "absolute":
             raise UserError("the scripted expert commands joint positions: set env.action_mode=absolute", "env")

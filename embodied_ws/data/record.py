@@ -8,10 +8,10 @@ robot or in sim as is. The instruction is the task's own (``Task.instruction``),
 LeRobot's ``task``. An episode ends a few steps after the task first succeeds (no long idle tail) or at the
 episode limit; failed episodes are dropped and counted.
 
-The rollouts run in the ``vla`` preset's env (``--config`` another, e.g. ``push`` for the contact tasks,
-``--set`` on top); the sidecar keeps the env and task sections, so ``finetune`` and ``vla eval`` rebuild the
-same env. Images come from ``env.camera``, else the robot's first camera, else the camera the contact scene
-adds (:data:`embodied_ws.sim.scene.CAMERA`).
+The rollouts run in the env of the ``vla`` preset (reach, reach_color) or the ``push`` preset (push, lift,
+pick_place), or of ``--config``, with ``--set`` on top; the sidecar keeps the env and task sections, so
+``finetune`` and ``vla eval`` rebuild the same env. Images come from ``env.camera``, else the robot's first
+camera, else the camera the contact scene adds (:data:`embodied_ws.sim.scene.CAMERA`).
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ def demo_config(
     image_size: list[int],
     dr: str,
     policy_run: Path | None,
-    config: str | Path = "vla",
+    config: str | Path | None = None,
     sets: list[str] | None = None,
 ) -> RunConfig:
     """The run config of the rollouts: the run's own config for ``--policy``, else the ``config`` preset
-    (``vla``) with ``sets``, then ``robot``/``task`` when given, absolute joint-position actions (the
-    expert's) and ``dr``."""
+    (None: the task's expert's, :func:`expert_preset`) with ``sets``, then ``robot``/``task`` when given,
+    absolute joint-position actions (the expert's) and ``dr``."""
     size = f"[{image_size[0]}, {image_size[1]}]"
     if policy_run is not None:
         cfg_path = policy_run / "config.yaml"
@@ -52,7 +52,15 @@ def demo_config(
     more = [f"env.robot={robot}"] if robot else []
     more += [f"env.task={task}"] if task else []
     more += ["env.action_mode=absolute", f"env.render_size={size}", f"dr={dr}"]
-    return load_config(config, [*(sets or []), *more])
+    return load_config(config or expert_preset(task), [*(sets or []), *more])
+
+
+def expert_preset(task: str | None) -> str:
+    """The preset a task's scripted expert records in: ``vla`` (reach, reach_color; also with no task given),
+    ``push`` (the contact tasks: their table, cube and goal parameters)."""
+    from embodied_ws.data.expert import EXPERTS
+
+    return str(getattr(EXPERTS.get(task, "--task"), "preset", "vla")) if task else "vla"
 
 
 def pick_camera(env: Any) -> str:
@@ -138,7 +146,7 @@ def record_demos(
     keep_failed: bool = False,
     progress: bool = True,
     overwrite: bool = False,
-    config: str | Path = "vla",
+    config: str | Path | None = None,
     sets: list[str] | None = None,
 ) -> dict[str, Any]:
     """Record ``episodes`` demonstrations into ``out`` (LeRobotDataset v3); returns a summary.
@@ -157,7 +165,7 @@ def record_demos(
     :param keep_failed: keep failed episodes too (default: drop them, at most ``episodes`` extra tries)
     :param progress: show a progress bar
     :param overwrite: replace an earlier ``record-demos`` dataset at ``out``
-    :param config: run preset or YAML the env is built from (``push`` for the contact tasks)
+    :param config: run preset or YAML the env is built from (None: ``vla``, ``push`` for the contact tasks)
     :param sets: ``key=value`` overrides of ``config`` (``task.gripper=action``)
     """
     from embodied_ws.sim.env import RobotEnv
