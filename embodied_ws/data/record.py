@@ -200,7 +200,11 @@ def record_demos(
             instructions.add(instruction)
             kept += 1
         if kept == 0:
-            raise UserError(f"no successful episode in {attempts} tries; nothing to write", str(out))
+            raise UserError(
+                f"no successful episode in {attempts} tries under DR {dr!r}; nothing to write; fix: --dr none (the "
+                "default DR's action noise defeats the scripted grasp of lift/pick_place), or `embodied-ws task check`",
+                str(out),
+            )
     env.close()
     summary = {
         "dataset": str(out),
