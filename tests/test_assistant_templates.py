@@ -17,7 +17,8 @@ from embodied_ws.assistant.triage import triage_chunks
 from embodied_ws.core.errors import ConfigError
 
 CLAIMED = {"mujoco", "rcl", "ros2-launch", "colcon", "cmake", "pip", "apt", "cuda", "nccl", "pytorch", "gazebo",
-           "llama.cpp", "huggingface", "lerobot", "numpy", "rosdep", "dds"}  # fmt: skip
+           "llama.cpp", "huggingface", "lerobot", "numpy", "rosdep", "dds", "ros2cli", "rviz", "controller_manager",
+           "catkin", "roslaunch", "ollama"}  # fmt: skip
 
 
 def _triage(text: str):
@@ -64,6 +65,49 @@ CROSS = [
      "AssertionError: Torch not compiled with CUDA enabled\n"),
     ("mujoco.file-missing", "Error opening file '/ws/models/scene.xml': No such file or directory\n"
      "ValueError: XML Error: Error=XML_ERROR_FILE_NOT_FOUND ErrorID=3 (0x3) Line number=0\n"),
+    # ROS-side classes answered with another family before the templates from these tools' sources:
+    # ros2cli's daemon port (11511 + ROS_DOMAIN_ID) past 65535, with a traceback the build/cuda ids liked
+    ("ros.dds-discovery", "$ ROS_DOMAIN_ID=60000 ros2 node list\nTraceback (most recent call last):\n"
+     "  File \"/usr/lib/python3/dist-packages/pkg_resources/__init__.py\", line 12, in <module>\n"
+     "  File \"/opt/ros/humble/lib/python3.10/site-packages/ros2cli/node/strategy.py\", line 27, in __init__\n"
+     "    if use_daemon and is_daemon_running(args):\n"
+     "  File \"/opt/ros/humble/lib/python3.10/site-packages/ros2cli/node/daemon.py\", line 36, in is_daemon_running\n"
+     "    s.bind(addr)\nOverflowError: bind(): port must be 0-65535.\n"),
+    ("ros.dds-discovery", "CUDA_VISIBLE_DEVICES=0 ros2 launch policy deploy.launch.py\n[policy_node-1] [RTPS Error] "
+     "Calculated port number is too high. Probably the domainId is over 232, there are too much participants "
+     "created or portBase is too high. -> Function calculate_well_known_port\n"),
+    ("ros.rclpy-import", ">>> import rclpy\nTraceback (most recent call last):\n"
+     "  File \"<stdin>\", line 1, in <module>\n"
+     "  File \"/opt/ros/ardent/lib/python3.5/site-packages/rclpy/__init__.py\", line 30\n"
+     "    def init(*, args=None, context=None):\n              ^\nSyntaxError: invalid syntax\n"),
+    ("ros.rclpy-import", "pip install torch numpy\nTraceback (most recent call last):\n"
+     "  File \"/opt/ros/eloquent/lib/python3.6/site-packages/rclpy/impl/implementation_singleton.py\", line 31\n"
+     "ModuleNotFoundError: No module named 'rclpy._rclpy'\n"),
+    ("ros.package-not-found", "Starting >>> arm_bringup\n--- stderr: ament_cmake_core\n"
+     "[0.5s] ERROR:colcon.colcon_cmake.task.cmake.build:Failed to find the following files:\n"
+     "- /ws/install/arm_msgs/share/arm_msgs/package.sh\nCheck that the following packages have been built:\n"
+     "- arm_msgs\nFailed   <<< arm_bringup [0.00s, exited with code 1]\n"),
+    ("ros.package-not-found", "ERROR: the following packages/stacks could not have their rosdep keys resolved\n"
+     "to system dependencies (ROS distro is not set. Make sure `ROS_DISTRO` environment variable is set, or use "
+     "`--rosdistro` option to specify the distro, e.g. `--rosdistro indigo`):\n"
+     "arm_sim: Cannot locate rosdep definition for [gazebo_ros_pkgs]\narm_sim: Cannot locate rosdep definition for "
+     "[ros_gz_bridge]\n"),
+    ("gazebo.install", "-- Using these message generators: gencpp;genpy\n"
+     "-- Could NOT find gazebo_ros (missing: gazebo_ros_DIR)\n-- Could not find the required component "
+     "'gazebo_ros'. The following CMake error indicates that you either need to install the package\n"
+     "CMake Error at /opt/ros/noetic/share/catkin/cmake/catkinConfig.cmake:83 (find_package):\n"
+     "  Could not find a package configuration file provided by \"gazebo_ros\" with any of the following names:\n"),
+    ("gazebo.install", "The following packages have unmet dependencies:\n"
+     " ros-humble-gazebo-ros : Depends: gazebo11 but it is not installable\n"
+     "                         Depends: libgazebo11-dev but it is not going to be installed\n"
+     "E: Unable to correct problems, you have held broken packages.\n"),
+    ("gazebo.resource-path", "huggingface hub download of the world assets\n"
+     "[Err] [ModelDatabase.cc:408] Unable to download model[model://warehouse_shelf/meshes/shelf.dae]\n"),
+    ("benign.ros-deprecation", "[INFO] [spawner.py-4]: process started with pid [812]\n"
+     "[spawner.py-4] /opt/ros/humble/lib/controller_manager/spawner.py:254: DeprecationWarning: "
+     "'spawner.py' is deprecated, please use 'spawner' (without .py extension)\n"),
+    ("hub.offline", "torch 2.3 with CUDA 12.1\n"
+     "ConnectionError: Couldn't reach 'lerobot/pusht' on the Hub (ProxyError)\n"),
 ]  # fmt: skip
 
 
@@ -95,3 +139,35 @@ def test_a_broken_templates_file_is_one_clear_error() -> None:
         )
     with pytest.raises(ConfigError, match="missing key 'source'"):
         parse_templates({"tool": "x", "templates": [{"id": "a.b", "pattern": "x", "example": "x"}]}, "t")
+    with pytest.raises(ConfigError, match="symptom must be true or false"):
+        parse_templates(
+            {
+                "tool": "x",
+                "templates": [{"id": "a.b", "pattern": "x", "source": "s p", "example": "x", "symptom": "yes"}],
+            },
+            "t",
+        )
+
+
+def test_a_symptom_template_proposes_its_id_but_does_not_decide_the_family() -> None:
+    # `ros2 topic list` with only the two topics every node creates: nothing else discovered
+    alone = _triage("$ ros2 topic list\n/parameter_events\n/rosout\n").findings()
+    assert alone[0].rule.id == "ros.dds-discovery" and alone[0].stage == "template"
+    # another topic listed: discovery works, the symptom template stays silent
+    more = _triage("$ ros2 topic list\n/cmd_vel\n/parameter_events\n/rosout\n/scan\n").findings()
+    assert "ros.dds-discovery" not in [x.rule.id for x in more if x.stage != "similarity"]
+    # a real error line of another family in the same log comes first (a CUDA OOM crashed the node)
+    text = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    text += "$ ros2 topic list\n/parameter_events\n/rosout\n"
+    t = _triage(text)
+    ids = [x.rule.id for x in t.findings()]
+    assert ids[0] == "cuda.oom" and "ros.dds-discovery" in ids
+    assert t.template_family() == "cuda"  # the CUDA template decides; the symptom never does
+    assert _triage("$ ros2 topic list\n/parameter_events\n/rosout\n").template_family() is None
+
+
+def test_rviz_with_nothing_received_proposes_qos() -> None:
+    f = _triage("PointCloud2 display status: Points: Showing [0] points from [0] messages\n").findings()
+    assert f[0].rule.id == "ros.qos-incompatible"
+    received = _triage("Points: Showing [2048] points from [1] messages\n").findings()
+    assert all(x.stage == "similarity" for x in received)  # messages arrived: the template stays silent

@@ -19,6 +19,12 @@ File layout (one file per tool)::
         source: google-deepmind/mujoco src/xml/xml_util.cc
         example: "XML Error: Schema violation: unrecognized attribute: 'foo'"
         confidence: 0.9   # optional
+        symptom: false    # optional
+
+A ``symptom: true`` template is a tool's *normal* output that shows a failure class without an error line
+(``ros2 topic list`` printing only the two topics every node creates; RViz's ``Showing [0] points from [0]
+messages``): it proposes its id like any template but does not decide the answer's family, so a real error
+line elsewhere in the log (another family's template or rule) still comes first.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ class Template:
     source: str
     example: str
     confidence: float = DEFAULT_CONFIDENCE
+    symptom: bool = False
 
     @property
     def family(self) -> str:
@@ -75,8 +82,11 @@ def parse_templates(data: Any, where: str) -> list[Template]:
         conf = e.get("confidence", DEFAULT_CONFIDENCE)
         if not isinstance(conf, (int, float)) or not 0 < conf < 1:
             raise ConfigError(f"confidence must be in (0, 1), got {conf!r}", at)
+        symptom = e.get("symptom", False)
+        if not isinstance(symptom, bool):
+            raise ConfigError(f"symptom must be true or false, got {symptom!r}", at)
         out.append(Template(data["tool"], str(e["id"]), str(e["pattern"]), str(e["source"]), str(e["example"]),
-                            float(conf)))  # fmt: skip
+                            float(conf), symptom))  # fmt: skip
     return out
 
 

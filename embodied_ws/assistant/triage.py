@@ -79,7 +79,8 @@ class Matcher:
         import re2
 
         self.rules = rules
-        self.index: list[tuple[Rule, str, float]] = []  # (rule, "trigger" | "context" | "template", boost)
+        # (rule, "trigger" | "context" | "template" | "symptom", boost)
+        self.index: list[tuple[Rule, str, float]] = []
         self.tools: dict[int, str] = {}  # pattern index -> tool, for templates
         self._set = re2.Set.SearchSet()
         self._py: list[re.Pattern[bytes]] = []
@@ -92,7 +93,7 @@ class Matcher:
         for t in templates:
             if t.id in known:
                 self.tools[len(self.index)] = t.tool
-                self._add(rules.by_id(t.id), "template", t.confidence, t.pattern)
+                self._add(rules.by_id(t.id), "symptom" if t.symptom else "template", t.confidence, t.pattern)
         self._set.Compile()
 
     def _add(self, rule: Rule, kind: str, boost: float, pattern: str) -> None:
@@ -130,6 +131,7 @@ class Triage:
         self.ranker = ranker
         self.calibration = calibration or default_calibration()
         self._templates: dict[str, tuple[float, str]] = {}  # id -> (best template confidence, tool)
+        self._locks: dict[str, float] = {}  # id -> best confidence of its error-line (non-symptom) templates
         self._count: dict[str, int] = {}
         self._evidence: dict[str, list[Evidence]] = {}
         self._patterns: dict[str, set[int]] = {}
@@ -149,9 +151,11 @@ class Triage:
             if kind == "context":
                 self._context.setdefault(rule.id, {})[i] = boost
                 continue
-            if kind == "template":
+            if kind in ("template", "symptom"):
                 if boost > self._templates.get(rule.id, (0.0, ""))[0]:
                     self._templates[rule.id] = (boost, self.matcher.tools[i])
+                if kind == "template":
+                    self._locks[rule.id] = max(boost, self._locks.get(rule.id, 0.0))
             else:
                 self._patterns.setdefault(rule.id, set()).add(i)
             ev = self._evidence.setdefault(rule.id, [])
@@ -218,9 +222,9 @@ class Triage:
 
     def template_family(self) -> str | None:
         """The family of the strongest tool template that matched (harmless-noise ones only in a log with
-        no error line), or None."""
+        no error line; ``symptom`` templates never), or None."""
         best: tuple[float, str] | None = None
-        for rule_id, (conf, _tool) in self._templates.items():
+        for rule_id, conf in self._locks.items():
             family = rule_id.split(".", 1)[0]
             if family == "benign" and self.has_error_lines:
                 continue
