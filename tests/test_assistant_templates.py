@@ -154,8 +154,13 @@ def test_a_symptom_template_proposes_its_id_but_does_not_decide_the_family() -> 
     alone = _triage("$ ros2 topic list\n/parameter_events\n/rosout\n").findings()
     assert alone[0].rule.id == "ros.dds-discovery" and alone[0].stage == "template"
     # another topic listed: discovery works, the symptom template stays silent
-    more = _triage("$ ros2 topic list\n/cmd_vel\n/parameter_events\n/rosout\n/scan\n").findings()
-    assert "ros.dds-discovery" not in [x.rule.id for x in more if x.stage != "similarity"]
+    for listing in ("/cmd_vel\n/parameter_events\n/rosout\n", "/parameter_events\n/rosout\n/scan\n"):
+        more = _triage(f"$ ros2 topic list\n{listing}").findings()
+        assert "ros.dds-discovery" not in [x.rule.id for x in more if x.stage != "similarity"], listing
+    typed = "$ ros2 topic list -t\n/parameter_events [rcl_interfaces/msg/ParameterEvent]\n"
+    typed += "/rosout [rcl_interfaces/msg/Log]\n"
+    assert _triage(typed).findings()[0].rule.id == "ros.dds-discovery"
+    assert _triage("/parameter_events\n/rosout").findings()[0].rule.id == "ros.dds-discovery"  # the whole paste
     # a real error line of another family in the same log comes first (a CUDA OOM crashed the node)
     text = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
     text += "$ ros2 topic list\n/parameter_events\n/rosout\n"
@@ -171,3 +176,15 @@ def test_rviz_with_nothing_received_proposes_qos() -> None:
     assert f[0].rule.id == "ros.qos-incompatible"
     received = _triage("Points: Showing [2048] points from [1] messages\n").findings()
     assert all(x.stage == "similarity" for x in received)  # messages arrived: the template stays silent
+
+
+def test_a_template_across_lines_matches_when_the_log_ends_without_a_newline() -> None:
+    # the last line of a pasted traceback rarely ends with "\n": it joins the lines before it in one chunk
+    text = (
+        '  File "/opt/ros/humble/lib/python3.10/site-packages/ros2cli/node/daemon.py", line 36, in is_daemon_running\n'
+        "    s.bind(addr)\nOverflowError: bind(): port must be 0-65535."
+    )
+    assert _triage(text).findings()[0].rule.id == "ros.dds-discovery"
+    chunks = list(_chunks_of(io.BytesIO(b"a\nb\nc"), "t", size=2))
+    assert b"".join(c.data for c in chunks) == b"a\nb\nc\n"
+    assert chunks[-1].data.endswith(b"b\nc\n") and chunks[-1].first_line == 2

@@ -38,8 +38,10 @@ def strip_ansi(data: bytes) -> bytes:
 
 
 def _chunks_of(stream: io.BufferedIOBase, name: str, size: int = CHUNK) -> Iterator[Chunk]:
+    # one block of whole lines is held back, so that a last line without "\n" joins the lines before it
+    # (a tool template may span lines, e.g. a traceback's frame and its exception line)
     line = 1
-    rest = b""
+    rest = held = b""
     while True:
         block = stream.read(size)
         if not block:
@@ -49,11 +51,13 @@ def _chunks_of(stream: io.BufferedIOBase, name: str, size: int = CHUNK) -> Itera
         if cut < 0:
             rest = block
             continue
-        body, rest = block[: cut + 1], block[cut + 1 :]
-        yield Chunk(name, line, strip_ansi(body))
-        line += body.count(b"\n")
-    if rest:
-        yield Chunk(name, line, strip_ansi(rest + b"\n"))
+        if held:
+            yield Chunk(name, line, strip_ansi(held))
+            line += held.count(b"\n")
+        held, rest = block[: cut + 1], block[cut + 1 :]
+    tail = held + (rest + b"\n" if rest else b"")
+    if tail:
+        yield Chunk(name, line, strip_ansi(tail))
 
 
 def _is_log_name(p: Path) -> bool:
