@@ -10,10 +10,11 @@ import pytest
 import re2
 import yaml
 
+from embodied_ws.assistant.crossval import without_rule_patterns
 from embodied_ws.assistant.rules import builtin_rules
 from embodied_ws.assistant.sources import _chunks_of
 from embodied_ws.assistant.templates import builtin_templates, parse_templates, tools
-from embodied_ws.assistant.triage import triage_chunks
+from embodied_ws.assistant.triage import Triage, triage_chunks
 from embodied_ws.core.errors import ConfigError
 
 CLAIMED = {"mujoco", "rcl", "ros2-launch", "colcon", "cmake", "pip", "apt", "cuda", "nccl", "pytorch", "gazebo",
@@ -106,6 +107,15 @@ CROSS = [
     ("benign.ros-deprecation", "[INFO] [spawner.py-4]: process started with pid [812]\n"
      "[spawner.py-4] /opt/ros/humble/lib/controller_manager/spawner.py:254: DeprecationWarning: "
      "'spawner.py' is deprecated, please use 'spawner' (without .py extension)\n"),
+    # GPU/ML-side classes from the tools' sources (glibc's loader, Ollama's runner, CMake's wrapped message)
+    ("cuda.library-missing", "colcon build finished; ros2 run fails:\n/ws/install/det/lib/det/det_node: error "
+     "while loading shared libraries: libcudnn.so.8: cannot open shared object file: No such file or directory\n"),
+    ("llm.context-overflow", "[planner_node-1] [INFO] [planner]: sending the scene description\n"
+     "time=2025-01-05T17:16:18.172-08:00 level=WARN source=runner.go:129 msg=\"truncating input prompt\" "
+     "limit=2048 prompt=3940 keep=5 new=2048\n"),
+    ("build.package-config-missing", "--- stderr: arm_planning\nCMake Error at CMakeLists.txt:19 (find_package):\n"
+     "  Could not find a package configuration file provided by\n  \"moveit_ros_move_group\" with any of the "
+     "following names:\n    moveit_ros_move_groupConfig.cmake\n"),
     ("hub.offline", "torch 2.3 with CUDA 12.1\n"
      "ConnectionError: Couldn't reach 'lerobot/pusht' on the Hub (ProxyError)\n"),
 ]  # fmt: skip
@@ -188,3 +198,13 @@ def test_a_template_across_lines_matches_when_the_log_ends_without_a_newline() -
     chunks = list(_chunks_of(io.BytesIO(b"a\nb\nc"), "t", size=2))
     assert b"".join(c.data for c in chunks) == b"a\nb\nc\n"
     assert chunks[-1].data.endswith(b"b\nc\n") and chunks[-1].first_line == 2
+
+
+@pytest.mark.parametrize(("want", "text"), CROSS, ids=[w for w, _ in CROSS])
+def test_the_templates_alone_answer_the_cross_family_cases(want: str, text: str) -> None:
+    # the hand-written rules switched off (as in the bench's cv_no_rules): the tool's template decides
+    t = Triage(without_rule_patterns(builtin_rules()), templates=builtin_templates())
+    for chunk in _chunks_of(io.BytesIO(text.encode()), "t"):
+        t.feed(chunk)
+    f = t.findings()
+    assert f[0].rule.id == want and f[0].stage == "template", [(x.rule.id, x.stage) for x in f]
