@@ -112,6 +112,24 @@ def test_yaw_action_turns_the_hand_and_keeps_its_position() -> None:
 
 
 @pytest.mark.parametrize("robot", ["arm3", str(PANDA)], ids=["arm3", "panda"])
+def test_a_cartesian_p_controller_solves_reach_within_the_episode(robot: str) -> None:
+    """The action scale is enough: stepping the commanded end effector halfway to the target each step reaches it
+    within the task's own episode length under the default DR (random actions essentially never do)."""
+    cfg = load_config("reach", [*EE, f"env.robot={robot}"])
+    env = RobotEnv(cfg, load_dr(cfg.dr), seed=0)
+    cmd, step, ok = _Commanded(env), env.core.io.ee.step, []
+    for ep in range(32):
+        env.reset(seed=ep)
+        done, info = False, {}
+        while not done:
+            a = np.clip(0.5 * (env.core.goal[0][:3] - cmd.pose()[0]) / step, -1.0, 1.0)
+            _, _, terminated, truncated, info = env.step(a)
+            done = terminated or truncated
+        ok.append(info["is_success"])
+    assert np.mean(ok) >= 0.9, ok
+
+
+@pytest.mark.parametrize("robot", ["arm3", str(PANDA)], ids=["arm3", "panda"])
 def test_set_points_stay_inside_the_joint_delta_bounds_and_limits(robot: str) -> None:
     """Random and full-scale actions: no arm set-point moves more than its joint-delta bound (measured speeds
     included) per step, set-points stay in the control ranges, and full-scale actions do reach the bound."""
