@@ -14,9 +14,9 @@ Cases (each one command):
 Training goes through the real ``embodied-ws train`` CLI in its own process, nothing tuned per robot; learning
 ends at the budget (``train.max_minutes``, so the linear learning-rate schedule anneals over it) or at the
 preset's confirmed early stop; the trainer then evaluates 256 DR episodes. Printed: ``final_success``,
-``steps``, ``minutes``, ``peak_rss_mb``, ``env_steps_per_s``, the evaluation curve (``curve``: step, success)
-and ``load_before``/``load_after`` (1-minute load average: the figures depend on what else ran). The trainer's
-own progress lines go to the terminal (stderr).
+``steps``, ``minutes``, ``peak_rss_mb``, ``env_steps_per_s``, the evaluation curve (``curve``: step, success,
+mean return) and ``load_before``/``load_after`` (1-minute load average: the figures depend on what else ran).
+The trainer's own progress lines go to the terminal (stderr).
 
     python bench/manipulation.py --case panda-lift|panda-push|arm3-push|speed [--minutes M] [--runs DIR]
                                  [--set KEY=VALUE ...] [--steps N] [--repeats R]
@@ -87,7 +87,10 @@ def train(case: str, minutes: float, runs: Path, sets: list[str]) -> dict:
         "peak_rss_mb": summary["hardware"]["peak_rss_mb"],
         "env_steps_per_s": round(t["env_steps_per_s"], 1),
         "physics_resets": summary["physics_resets"],
-        "curve": [[int(e["step"]), round(float(e["success_rate"]), 3)] for e in summary["evals"]],
+        "curve": [
+            [int(e["step"]), round(float(e["success_rate"]), 3), round(float(e["mean_return"]), 1)]
+            for e in summary["evals"]
+        ],
         "sets": sets,
         "load_before": before,
         "load_after": load(),
