@@ -66,16 +66,6 @@ def _cmd_train(args: argparse.Namespace) -> int:
             "(`embodied-ws robot show` prints them)",
             file=sys.stderr,
         )
-    from embodied_ws.sim.tasks.reach import setpoint_gamma
-
-    gamma = setpoint_gamma(core.task, core.io, cfg.ppo.gamma)
-    if gamma > cfg.ppo.gamma:
-        cfg.ppo.gamma = gamma  # recorded too, like the episode length
-        print(
-            f"ppo.gamma: {gamma:.4f}, a horizon of {core.control_dt / (1 - gamma):.1f} s covers the median target's "
-            "joint travel",
-            file=sys.stderr,
-        )
     summary = train(cfg, args.name, Path(args.runs), resume=args.resume, progress=not args.json)
     brief = {k: summary[k] for k in ("name", "steps", "final_success", "physics_resets", "interrupted")}
     brief["env_steps_per_s"] = round(summary["time"]["env_steps_per_s"], 1)
