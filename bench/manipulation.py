@@ -36,6 +36,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from sim_throughput import raw_physics, single_env, vec_env  # bench/ is on sys.path: the same peers, one copy
 
 ROOT = Path(__file__).resolve().parents[1]
 PANDA = ROOT / "tests" / "fixtures" / "robots" / "menagerie" / "panda.xml"
@@ -98,39 +99,6 @@ def train(case: str, minutes: float, runs: Path, sets: list[str]) -> dict:
     }
 
 
-def raw_physics(model, frame_skip: int, ctrls: np.ndarray, qpos0: np.ndarray) -> float:
-    """Control steps/s of bare ``mj_step(nstep=frame_skip)`` from ``qpos0`` with the same controls, no env."""
-    import mujoco
-
-    data = mujoco.MjData(model)
-    data.qpos[:] = qpos0
-    t = time.perf_counter()
-    for c in ctrls:
-        data.ctrl[:] = c
-        mujoco.mj_step(model, data, nstep=frame_skip)
-    return len(ctrls) / (time.perf_counter() - t)
-
-
-def single_env(env, actions: np.ndarray) -> float:
-    """Env steps/s of one env, resets (DR redraws) included."""
-    env.reset(seed=0)
-    t = time.perf_counter()
-    for a in actions:
-        _, _, term, trunc, _ = env.step(a)
-        if term or trunc:
-            env.reset()
-    return len(actions) / (time.perf_counter() - t)
-
-
-def batch_env(venv, actions: np.ndarray) -> float:
-    """Aggregate env steps/s of the vectorized env (auto-resets included)."""
-    venv.reset()
-    t = time.perf_counter()
-    for a in actions:
-        venv.step(a)
-    return actions.shape[0] * actions.shape[1] / (time.perf_counter() - t)
-
-
 def speed(steps: int, n_envs: int, repeats: int) -> dict:
     """The lift env (full push DR) vs raw physics of the same model, best of ``repeats`` interleaved runs."""
     from embodied_ws.config.loader import load_config, load_dr
@@ -154,7 +122,7 @@ def speed(steps: int, n_envs: int, repeats: int) -> dict:
         for key, fn in (
             ("raw_physics_steps_per_s", lambda: raw_physics(core.base_model, fs, ctrls, qpos0)),
             ("env_steps_per_s", lambda: single_env(env, actions)),
-            ("vec_env_steps_per_s", lambda: batch_env(venv, vec_actions)),
+            ("vec_env_steps_per_s", lambda: vec_env(venv, vec_actions)),
         ):
             best[key] = max(best.get(key, 0.0), fn())
         print(

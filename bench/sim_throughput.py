@@ -24,9 +24,12 @@ from embodied_ws.sim.env import RobotEnv
 from embodied_ws.sim.vec_env import MujocoVecEnv
 
 
-def raw_physics(model: mujoco.MjModel, frame_skip: int, ctrls: np.ndarray) -> float:
-    """Control steps/s of bare MuJoCo stepping (``frame_skip`` physics steps per control step)."""
+def raw_physics(model: mujoco.MjModel, frame_skip: int, ctrls: np.ndarray, qpos0: np.ndarray | None = None) -> float:
+    """Control steps/s of bare MuJoCo stepping (``frame_skip`` physics steps per control step), from ``qpos0``
+    (default: the model's)."""
     data = mujoco.MjData(model)
+    if qpos0 is not None:
+        data.qpos[:] = qpos0
     t = time.perf_counter()
     for c in ctrls:
         data.ctrl[:] = c
