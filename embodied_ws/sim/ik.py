@@ -31,6 +31,12 @@ import numpy as np
 
 from embodied_ws.core.errors import ConfigError
 
+
+def ee_speed(step: Any, ctrl_half: np.ndarray, lever: np.ndarray, control_dt: float) -> float:
+    """End-effector speed (m/s) at home when every joint moves its full delta step ``step · ctrl_half``."""
+    return float(np.sum(step * ctrl_half * lever)) / control_dt
+
+
 #: DLS damping λ (metres): the step's gain along a direction of singular value σ is σ / (σ² + λ²); arm Jacobians'
 #: singular values are 0.1-1 m away from singularities (≤ 4 % short at 0.1 m), and near one the joint step stays
 #: below 1 / (2λ) = 25 rad per metre commanded
@@ -128,7 +134,6 @@ class EEDelta:
     def of(cls, robot: Any, io: Any, yaw: bool, ee_speed_limit: float, task: str) -> EEDelta:
         """The mode for ``robot`` as mapped by ``io`` (a :class:`~embodied_ws.sim.mapping.PolicyIO` being built);
         a robot without an end effector or with an arm actuator that is not a position servo: one line."""
-        from embodied_ws.sim.mapping import ee_speed
         from embodied_ws.sim.robot import EE_SENSOR
 
         model = robot.model

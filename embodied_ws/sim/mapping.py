@@ -24,6 +24,7 @@ import numpy as np
 
 from embodied_ws.config.schema import RunConfig
 from embodied_ws.sim import robot_defaults as rd
+from embodied_ws.sim.ik import EEDelta, ee_speed
 from embodied_ws.sim.robot import Robot, load_robot
 from embodied_ws.sim.tasks import TASKS
 
@@ -52,11 +53,6 @@ def build_robot(cfg: RunConfig) -> Robot:
 
         robot.added_damping = damp_underdamped(robot)
     return robot
-
-
-def ee_speed(step: Any, ctrl_half: np.ndarray, lever: np.ndarray, control_dt: float) -> float:
-    """End-effector speed (m/s) at home when every joint moves its full delta step ``step · ctrl_half``."""
-    return float(np.sum(step * ctrl_half * lever)) / control_dt
 
 
 def joint_delta_scale(
@@ -143,8 +139,6 @@ class PolicyIO:
         #: ``ee_delta``: the end-effector mode (:mod:`embodied_ws.sim.ik`); None in the joint modes
         self.ee = None
         if self.mode == "ee_delta":
-            from embodied_ws.sim.ik import EEDelta
-
             self.ee = EEDelta.of(robot, self, cfg.env.ee_yaw, cfg.env.ee_speed_limit, cfg.env.task)
         #: the policy's action size: one per actuator, or ``[dx, dy, dz(, dyaw)]`` + one per gripper
         self.action_dim = nu if self.ee is None else self.ee.action_dim
