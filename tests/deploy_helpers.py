@@ -49,6 +49,22 @@ def untrained_run(run_dir: Path, *overrides: str, action_bias: float | None = No
     return run_dir
 
 
+def deploy_parity(core: Any, env: Any, obs: Any, ticks: int = 60) -> tuple[float, float]:
+    """Run a deploy ``ControlCore`` beside the training ``env`` it was exported from, the core fed the env's
+    measured state and the env stepped with the core's policy: ``(largest observation difference, largest
+    command difference)`` over ``ticks`` control periods (``obs``: the env's observation after its reset)."""
+    now, worst_obs, worst_cmd = 0.0, 0.0, 0.0
+    for k in range(ticks):
+        assert core.set_state(env.data.qpos[core.qpos_adr], env.data.qvel[core.qvel_adr], float(k), now)
+        cmd = core.tick(now)
+        assert cmd is not None
+        worst_obs = max(worst_obs, float(np.abs(core.last_obs.astype(np.float32) - obs).max()))
+        obs, *_ = env.step(core.policy.act(obs))
+        worst_cmd = max(worst_cmd, float(np.abs(env.data.ctrl - cmd).max()))
+        now += 1.0 / core.rate_hz
+    return worst_obs, worst_cmd
+
+
 #: the command topic of the default controller
 COMMANDS = "/joint_group_position_controller/commands"
 

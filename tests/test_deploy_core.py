@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from deploy_helpers import untrained_run
+from deploy_helpers import deploy_parity, untrained_run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -32,17 +32,8 @@ def test_observation_and_commands_are_the_training_envs(run: Path) -> None:
     core = ControlCore(target)
     env = RobotEnv(target.config, load_dr(target.config.dr), seed=3)
     obs, _ = env.reset()
-    qadr, vadr = core.qpos_adr, core.qvel_adr
     core.set_goal(env.core.goal[0])
-    now, worst_obs, worst_cmd = 0.0, 0.0, 0.0
-    for k in range(60):
-        assert core.set_state(env.data.qpos[qadr], env.data.qvel[vadr], float(k), now)
-        cmd = core.tick(now)
-        assert cmd is not None
-        worst_obs = max(worst_obs, float(np.abs(core.last_obs.astype(np.float32) - obs).max()))
-        obs, *_ = env.step(core.policy.act(obs))
-        worst_cmd = max(worst_cmd, float(np.abs(env.data.ctrl - cmd).max()))
-        now += 1.0 / core.rate_hz
+    worst_obs, worst_cmd = deploy_parity(core, env, obs)
     assert worst_obs <= 1e-6 and worst_cmd <= 1e-9, (worst_obs, worst_cmd)
     assert core.envelope.status.mode == "running"
 

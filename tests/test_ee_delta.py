@@ -12,7 +12,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 import pytest
-from deploy_helpers import untrained_run
+from deploy_helpers import deploy_parity, untrained_run
 from gymnasium.utils.env_checker import check_env as gym_check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
@@ -257,16 +257,8 @@ def test_deploy_commands_are_the_training_envs(ee_run: Path) -> None:
     env = RobotEnv(target.config, load_dr(target.config.dr), seed=3)
     obs, _ = env.reset()
     core.set_goal(env.core.goal[0])
-    now, worst_obs, worst_cmd, moved = 0.0, 0.0, 0.0, 0.0
     start = env.data.qpos.copy()
-    for k in range(60):
-        assert core.set_state(env.data.qpos[core.qpos_adr], env.data.qvel[core.qvel_adr], float(k), now)
-        cmd = core.tick(now)
-        assert cmd is not None
-        worst_obs = max(worst_obs, float(np.abs(core.last_obs.astype(np.float32) - obs).max()))
-        obs, *_ = env.step(core.policy.act(obs))
-        worst_cmd = max(worst_cmd, float(np.abs(env.data.ctrl - cmd).max()))
-        now += 1.0 / core.rate_hz
+    worst_obs, worst_cmd = deploy_parity(core, env, obs)
     moved = float(np.abs(env.data.qpos - start).max())
     assert worst_obs <= 1e-6 and worst_cmd <= 1e-9 and moved > 1e-3, (worst_obs, worst_cmd, moved)
 
