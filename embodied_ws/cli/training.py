@@ -66,6 +66,16 @@ def _cmd_train(args: argparse.Namespace) -> int:
             "(`embodied-ws robot show` prints them)",
             file=sys.stderr,
         )
+    from embodied_ws.rl.callbacks import eval_interval
+
+    every = eval_interval(cfg.train.eval_every, cfg.train.eval_episodes, cfg.env.episode_steps)
+    if every > cfg.train.eval_every:
+        cfg.train.eval_every = every  # recorded too: a resume keeps the same spacing
+        print(
+            f"evaluation: every {every:,} env steps ({cfg.train.eval_episodes} episodes of {cfg.env.episode_steps} "
+            "steps each stay at most half of the training steps between two evaluations)",
+            file=sys.stderr,
+        )
     summary = train(cfg, args.name, Path(args.runs), resume=args.resume, progress=not args.json)
     brief = {k: summary[k] for k in ("name", "steps", "final_success", "physics_resets", "interrupted")}
     brief["env_steps_per_s"] = round(summary["time"]["env_steps_per_s"], 1)

@@ -66,8 +66,8 @@ class EnvCore:
         self.obs_dim = io.obs_dim
         #: the policy's action size (``nu``, or the end-effector mode's)
         self.action_dim = io.action_dim
-        #: ee_delta: the measured joint positions each env's next action is converted at
-        self._qpos = np.zeros((n, self.base_model.nq)) if io.ee is not None else None
+        #: ee_delta, or a set-point lead bound: the measured joint positions each env's next action is converted at
+        self._qpos = np.zeros((n, self.base_model.nq)) if io.ee is not None or io.lead is not None else None
         self.seed(seed)
         self.act_delay = DelayLine(n, io.action_dim, self.dr[0].max_latency("action_latency"))
         self.obs_delay = DelayLine(n, self.obs_dim, self.dr[0].max_latency("obs_latency"))

@@ -3,7 +3,9 @@ the deploy loop, so what a policy sees and what its actions do are the same code
 
 - **actions → controls**: actions in [-1, 1]; a position servo in ``delta`` mode integrates its action into a
   set-point (at most ``delta_scale`` of its half range per control period, never faster than the joint can
-  follow), ``absolute`` actuators map linearly onto their control range, a gripper's action is absolute
+  follow, and on an arm that cannot follow its set-points never further ahead of the measured joint than it
+  covers in two control periods: :func:`setpoint_lead`), ``absolute`` actuators map linearly onto their control
+  range, a gripper's action is absolute
   (-1 closed, +1 open; :mod:`embodied_ws.sim.gripper`);
 - **end-effector delta** (``ee_delta``): a Cartesian (+yaw) step of the end effector moves the arm servos'
   set-points through damped-least-squares IK from the measured joints, inside the same bounds
@@ -103,6 +105,50 @@ def episode_length(configured: int, min_seconds: float, control_dt: float) -> in
     return max(configured, math.ceil(min_seconds / control_dt - 1e-9))
 
 
+#: a set-point of a joint that cannot follow it leads the joint by at most what the joint covers at its measured
+#: speed in this many control periods (:func:`setpoint_lead`)
+LEAD_PERIODS = 2.0
+#: ... and never by less than this multiple of the servo's error at its force limit (``force / kp``), so a servo
+#: that holds a load (gravity) with a large error still holds it
+LEAD_HOLD_MARGIN = 2.0
+
+
+def setpoint_lead(
+    robot: Robot, task: Any, delta: np.ndarray, setpoint_speed: np.ndarray, control_dt: float, ctrl_half: np.ndarray
+) -> np.ndarray | None:
+    """``(nu,)`` the most (action units) each delta set-point may lead its measured joint, or None when no joint
+    lags (then nothing changes).
+
+    A joint that cannot follow its set-points (its measured speed, :mod:`embodied_ws.sim.dynamics_probe`, is
+    what bounds them: a heavily damped or force-limited servo, and slower still under DR) would otherwise let
+    its set-point run ahead of it, seconds ahead on a long move: the policy's command then acts long after it
+    was given and the joint cannot stop where the policy stops. Its set-point is kept within the distance the
+    joint covers at its measured speed in :data:`LEAD_PERIODS` control periods (at least :data:`LEAD_HOLD_MARGIN`
+    × its error at the force limit), so the command and the arm agree. Joints that follow are unbounded, and so
+    is every joint of an arm the task does not count as lagging (a reach task counts only the joints that move
+    the end effector: an arm whose flange roll alone lags, e.g. the xArm7 URDF, is unchanged).
+
+    :param task: the task (its ``lagging_joints``, when it has one, says whether the arm lags)
+    :param delta: ``(nu,)`` bool, the delta-mode servos
+    :param setpoint_speed: ``(nu,)`` how fast each set-point may move (``inf``: not a delta servo)
+    """
+    if not delta.any():
+        return None
+    speed = np.where(delta, setpoint_speed, np.inf)
+    lag = robot.dynamics().lagging(speed) & delta
+    arm_lags = getattr(task, "lagging_joints", None)
+    if not lag.any() or (arm_lags is not None and not arm_lags(speed).any()):
+        return None
+    model = robot.model
+    kp = np.abs(model.actuator_gainprm[:, 0])
+    force = np.where(model.actuator_forcelimited > 0, np.abs(model.actuator_forcerange).max(axis=1), np.inf)
+    hold = np.where(kp > 0, force / np.maximum(kp, 1e-12), np.inf)
+    hold = np.where(np.isfinite(hold), hold * LEAD_HOLD_MARGIN, 0.0)
+    reach = robot.dynamics().measured_speeds() * LEAD_PERIODS * control_dt
+    lead = np.maximum(reach, hold) / np.maximum(ctrl_half, 1e-9)
+    return np.where(lag & np.isfinite(lead), lead, np.inf)
+
+
 class PolicyIO:
     """What a policy's observation and actions mean on ``robot`` running ``task`` (rules in the module docstring).
 
@@ -134,6 +180,11 @@ class PolicyIO:
         joint_speed = np.where(self.delta, np.broadcast_to(self.delta_scale, (nu,)) * self.ctrl_half, np.inf)
         self.episode_steps = episode_length(
             cfg.env.episode_steps, task.min_episode_seconds(joint_speed / self.control_dt), self.control_dt
+        )
+        #: ``(nu,)`` the most a delta set-point may lead its measured joint (action units; ``inf``: unbounded), or
+        #: None when every joint follows its set-points (:func:`setpoint_lead`)
+        self.lead = setpoint_lead(
+            robot, task, self.delta, joint_speed / self.control_dt, self.control_dt, self.ctrl_half
         )
         self.obs_dim = task.obs_dim + (nu if self.any_delta else 0)
         #: ``ee_delta``: the end-effector mode (:mod:`embodied_ws.sim.ik`); None in the joint modes
@@ -170,6 +221,12 @@ class PolicyIO:
             if qpos is None:
                 raise ValueError("ee_delta converts actions at the measured joint positions: pass qpos")
             a = setpoint = self.ee.integrate(setpoint, actions, qpos)
+        elif self.lead is not None:
+            if qpos is None:
+                raise ValueError("a set-point lead bound needs the measured joint positions: pass qpos")
+            q = (qpos[:, self.robot.qpos_idx] - self.ctrl_mid) / self.ctrl_half
+            moved = clip_unit(np.minimum(np.maximum(setpoint + self.delta_scale * a, q - self.lead), q + self.lead))
+            a = setpoint = np.where(self.delta, moved, a)
         elif self.all_delta:
             a = setpoint = clip_unit(setpoint + self.delta_scale * a)
         elif self.any_delta:
