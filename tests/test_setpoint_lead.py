@@ -15,7 +15,8 @@ from deploy_helpers import deploy_parity, untrained_run
 from embodied_ws.config.loader import load_config, load_dr
 from embodied_ws.deploy.artifact import resolve_target
 from embodied_ws.deploy.control import ControlCore
-from embodied_ws.rl.callbacks import EVAL_STEP_SHARE, eval_interval
+from embodied_ws.rl.backends import env_hooks, make_vec_env
+from embodied_ws.rl.callbacks import EVAL_STEP_SHARE, StaggerEpisodes, eval_interval
 from embodied_ws.sim.core import EnvCore
 from embodied_ws.sim.env import RobotEnv
 from embodied_ws.sim.mapping import LEAD_PERIODS, PolicyIO
@@ -156,3 +157,35 @@ def test_evaluation_spacing_keeps_arms_that_follow_and_spaces_the_damped_panda()
     spaced = eval_interval(every, episodes, steps)
     assert spaced > every and episodes * steps <= EVAL_STEP_SHARE * spaced < episodes * steps + 1
     assert eval_interval(0, episodes, steps) == 0  # no evaluation stays none
+
+
+def first_episode_ends(robot: Path | str, n: int = 8) -> tuple[StaggerEpisodes, list[int]]:
+    """The step at which each of ``n`` training envs (MuJoCo batch, no DR) ends its first episode after
+    :class:`StaggerEpisodes` ran at the start of training."""
+    cfg = load_config("reach", [f"env.robot={robot}", "task.ee_body="])
+    venv = make_vec_env(cfg, load_dr("none"), n, 0, "mujoco")
+    try:
+        venv.reset()
+        stagger = StaggerEpisodes(venv, 0)
+        stagger._on_training_start()
+        steps = env_hooks(venv).env_core().episode_steps
+        ends: list[int] = []
+        for t in range(steps):
+            _, _, done, _ = venv.step(np.zeros((n, venv.action_space.shape[0])))
+            ends += [t + 1] * int(done.sum())
+        return stagger, sorted(ends)
+    finally:
+        venv.close()
+
+
+def test_the_damped_panda_trains_on_episodes_out_of_step() -> None:
+    """Its envs' first episodes end at spread-out steps (each then runs full episodes), so a rollout of 64 steps
+    holds every phase of its 282-step episodes; arm3 (follows its set-points) keeps its envs in step."""
+    stagger, ends = first_episode_ends(DAMPED)
+    assert stagger.offsets is not None and len(ends) == 8
+    steps = reach_core(DAMPED).episode_steps
+    assert ends == sorted(steps - int(o) for o in stagger.offsets)
+    assert len(set(ends)) >= 6 and ends[-1] - ends[0] > steps // 2
+    stagger, ends = first_episode_ends("arm3")
+    assert stagger.offsets is None
+    assert ends == [reach_core("arm3").episode_steps] * 8

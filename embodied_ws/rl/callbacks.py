@@ -262,6 +262,40 @@ def curriculum_scale(curriculum_steps: int, num_timesteps: int) -> float:
     return 1.0 if not curriculum_steps else min(1.0, num_timesteps / curriculum_steps)
 
 
+class StaggerEpisodes(BaseCallback):
+    """At the start of training, spread the training envs' episodes over the episode length (each env's first
+    episode starts a random number of steps in), for an arm that cannot follow its set-points.
+
+    All envs reset together, and without early ends their episodes stay in step: with such an arm's long
+    episodes (the damped Panda: 282 steps, 4.4 rollouts of ``ppo.n_steps`` 64) each PPO update then learns from
+    one phase of every episode only, all reaching or all holding. Spread, every update sees all phases (the
+    damped Panda, 1.5 M steps: see the issue-21 report). Arms that follow their set-points are left as they are,
+    and so is a backend whose vec env has no ``stagger_episodes`` (only the MuJoCo batch has it).
+
+    :param venv: the training vec env (possibly wrapped)
+    :param seed: seed of the offsets
+    """
+
+    def __init__(self, venv: Any, seed: int) -> None:
+        super().__init__()
+        self.venv, self.seed = venv, seed
+        self.offsets: np.ndarray | None = None
+
+    def _on_training_start(self) -> None:
+        hooks = env_hooks(self.venv)
+        stagger = getattr(hooks, "stagger_episodes", None)
+        if stagger is None:
+            return
+        core = hooks.env_core()
+        if core.io.lead is None:  # an arm that follows its set-points: unchanged
+            return
+        self.offsets = np.random.default_rng(self.seed).integers(0, core.episode_steps, hooks.num_envs)
+        stagger(self.offsets)
+
+    def _on_step(self) -> bool:
+        return True
+
+
 class Curriculum(BaseCallback):
     """Push the DR scale (:func:`curriculum_scale` of the step count) to the envs at each rollout start.
 

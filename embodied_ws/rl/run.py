@@ -260,6 +260,7 @@ class TrainingRun:
             times,
             budget,
             cb.Curriculum(cfg.curriculum_steps, envs_for_curriculum),
+            cb.StaggerEpisodes(self.venv, cfg.seed),
             cb.CheckpointEvery(self.save, cfg.checkpoint_every),
             episodes,
             bar,

@@ -154,6 +154,11 @@ class MujocoVecEnv(UnwrappedVecEnv):
     def env_method(self, method_name: str, *args: Any, indices: VecEnvIndices = None, **kwargs: Any) -> list[Any]:
         return [getattr(self._views[i], method_name)(*args, **kwargs) for i in self._get_indices(indices)]
 
+    def stagger_episodes(self, offsets: np.ndarray) -> None:
+        """Start each env's current episode ``offsets[i]`` control steps in: it ends that much sooner (then the
+        envs' episodes are no longer in step; :class:`~embodied_ws.rl.callbacks.StaggerEpisodes`)."""
+        self.core.steps[:] = np.asarray(offsets, dtype=np.int64)
+
     # ------------------------------------------------------------------ EnvHooks (embodied_ws.sim.hooks)
     def set_dr_scale(self, scale: float) -> None:
         """Curriculum knob for every env: 0 = nominal model, 1 = full DR ranges.
