@@ -134,7 +134,7 @@ class TaskConfig:
         [-1, 1] (-1 closed, +1 open), mapped to its actuator's set-point, mimic followers following
         (:mod:`embodied_ws.sim.gripper`); a robot whose gripper cannot be driven that way is refused with
         one line naming its joints
-    :param object_size: push: edge of the cube (m); 0: sized for the gripper's stroke (0.7 × the open
+    :param object_size: push: edge of the cube (m); 0: sized for the gripper's stroke (0.5 × the open
         fingertip gap, 2-6 cm), 5 cm for an arm without a gripper
     :param object_mass: push: mass of the cube (kg)
     :param object_yaw_noise: push: half-width of the cube's random start yaw (rad)

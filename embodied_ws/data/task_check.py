@@ -73,10 +73,11 @@ class TaskCheck:
 
 
 class RandomActions:
-    """Uniform random actions in [-1, 1] (what an untrained policy explores)."""
+    """Uniform random actions in [-1, 1] (what an untrained policy explores), ``size`` of them: the env's action
+    space, whatever its mode (joint or end-effector deltas, grippers)."""
 
-    def __init__(self, nu: int, seed: int) -> None:
-        self.nu = nu
+    def __init__(self, size: int, seed: int) -> None:
+        self.nu = size
         self.rng = np.random.default_rng(seed)
 
     def act(self, obs: Any = None) -> np.ndarray:
@@ -255,7 +256,7 @@ def task_check(
     loaded = build_robot(cfg)
     env = RobotEnv(cfg, spec, seed=seed, robot=loaded)
     seeds = list(range(seed, seed + episodes))
-    random = _guarded(task, "random actions", lambda: run_episodes(env, RandomActions(loaded.nu, seed), seeds))
+    random = _guarded(task, "random actions", lambda: run_episodes(env, RandomActions(env.action_space.shape[0], seed), seeds))
     findings: list[Finding] = []
     expert_cls = expert_for(task, env.core.task)
     expert = None

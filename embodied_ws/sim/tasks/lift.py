@@ -29,7 +29,9 @@ class LiftTask(PushTask):
       centre and the fingers stopped on it (their gap 0.8-1.3 × the cube's nominal edge: not open, not
       closed on nothing, whatever the edge DR draws);
     - ``lift``: ``lift_weight · [held] · clip(height gained / lift_height, 0, 1)``;
-    - ``goal``: ``goal_weight · exp(−(|cube − goal| / success_threshold)²)``;
+    - ``goal``: ``goal_weight · [held] · exp(−(|cube − goal| / success_threshold)²)`` (gated like ``lift``: a
+      cube resting on the table is already ``lift_height`` from the goal, and an ungated term paid e^−1 a step
+      for leaving it there, a third of the reward an untouched cube earned);
     - ``success_bonus``: ``success_bonus · [success]``, the success test itself: held and at least
       ``lift_height`` above its resting height, without a break for the last ``task.hold_seconds`` (the env
       core counts the hold: :attr:`success_hold_s`; ``evaluate`` alone gives the momentary test);
@@ -116,7 +118,7 @@ class LiftTask(PushTask):
             "grasp": c.grasp_weight * held,
             "lift": c.lift_weight * held * gained,
             "goal": c.goal_weight
-            * on_table
+            * held
             * np.exp(-((np.linalg.norm(goal - cube, axis=1) / c.success_threshold) ** 2)),
             "success_bonus": c.success_bonus * success,
             "action": -c.action_weight * np.add.reduce(action * action, axis=1),
