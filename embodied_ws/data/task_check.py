@@ -256,7 +256,8 @@ def task_check(
     loaded = build_robot(cfg)
     env = RobotEnv(cfg, spec, seed=seed, robot=loaded)
     seeds = list(range(seed, seed + episodes))
-    random = _guarded(task, "random actions", lambda: run_episodes(env, RandomActions(env.action_space.shape[0], seed), seeds))
+    explorer = RandomActions(env.action_space.shape[0], seed)
+    random = _guarded(task, "random actions", lambda: run_episodes(env, explorer, seeds))
     findings: list[Finding] = []
     expert_cls = expert_for(task, env.core.task)
     expert = None
