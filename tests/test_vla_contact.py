@@ -135,7 +135,10 @@ def test_pick_place_demos_read_back_with_lerobot(pipeline: dict) -> None:
         assert first["task"] == INSTRUCTION and last["task"] == INSTRUCTION
         assert first[CAMERA].shape == (3, IMAGE, IMAGE)
         img = first[CAMERA].numpy()
-        assert ((img[0] > 0.5) & (img[1] < 0.3) & (img[2] < 0.3)).any()  # the red cube is in view
+        # the red cube is in view: a pixel whose red is over 1.5 x its green and blue (white light keeps the
+        # table's brown at 1.3 x, the robot is grey, the goal green), even where a 4-cm cube fills less than a
+        # pixel of this 32-px image and blends with the table
+        assert ((img[0] > 0.3) & (img[0] > 1.5 * img[1]) & (img[0] > 1.5 * img[2])).any()
         # the gripper: commanded open (leader set-point 0.04 m) at the start, closed (0) at the end, where the
         # fingers stand on the cube (stopped well short of closed)
         assert first["action"][-1].item() == pytest.approx(0.04, abs=1e-4)
