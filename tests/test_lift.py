@@ -98,3 +98,28 @@ def test_lift_observes_the_cube_relative_to_the_grasp_point() -> None:
     assert names[task.obs_dim - 3 : task.obs_dim] == [f"cube_minus_grasp/{a}" for a in "xyz"]
     sens = env.data.sensordata[task._grasp]
     np.testing.assert_allclose(obs[task.obs_dim - 3 : task.obs_dim], env.data.qpos[task._pos] - sens, atol=1e-9)
+
+
+def test_a_grasp_squeezes_fingers_merely_around_the_cube_are_not_held() -> None:
+    """The scripted lifter closed on the cube: held while its gripper is commanded closed; the same state with the
+    gripper commanded where its fingers already stand (a half-open hand around a cube its own width) is not."""
+    env = RobotEnv(load_config("push", [*LIFT, "env.action_mode=absolute"]), load_dr("none"), seed=0)
+    expert, task = LiftExpert(env), env.core.task
+    env.reset(seed=0)
+    expert.reset()
+    for _ in range(env.core.episode_steps):
+        env.step(expert.act())
+        if expert.phase == 3:
+            break
+    assert expert.phase == 3  # closed on the cube, about to lift
+    qpos, sensors = env.data.qpos[None].copy(), env.data.sensordata[None].copy()
+    k = env.core.robot.gripper_actuators[0]
+    squeeze = env.core.io.hold_action(env.data.qpos)[None]
+    squeeze[0, k] = -1.0
+    around = squeeze.copy()
+    around[0, k] = env.core.robot.grippers[0].action(env.data.qpos[env.core.robot.qpos_idx[k]])
+    assert task.held(qpos, sensors, squeeze)[0] and task.held(qpos, sensors)[0]
+    assert not task.held(qpos, sensors, around)[0]
+    # in ee_delta the gripper's entry follows [dx, dy, dz]: the env core tells the task where it is
+    ee = RobotEnv(load_config("push", LIFT), load_dr("none"), seed=0)
+    assert ee.core.io.mode == "ee_delta" and ee.core.task.gripper_action == 3 == ee.action_space.shape[0] - 1

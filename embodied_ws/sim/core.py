@@ -58,6 +58,9 @@ class EnvCore:
         self.frame_skip = cfg.env.frame_skip
         #: the observation/action mapping (shared with the deploy loop)
         self.io = io = PolicyIO(cfg, self.robot, self.task)
+        if hasattr(self.task, "gripper_action") and self.robot.gripper_actuators:
+            # a task that reads its gripper's command (lift: a grasp squeezes) learns where it is in an action
+            self.task.gripper_action = io.action_index(self.robot.gripper_actuators[0])
         nu = self.robot.nu
         self.control_dt, self.ctrl_mid, self.ctrl_half = io.control_dt, io.ctrl_mid, io.ctrl_half
         self.delta_scale, self.episode_steps = io.delta_scale, io.episode_steps

@@ -194,6 +194,16 @@ class PolicyIO:
         #: the policy's action size: one per actuator, or ``[dx, dy, dz(, dyaw)]`` + one per gripper
         self.action_dim = nu if self.ee is None else self.ee.action_dim
 
+    def action_index(self, actuator: int) -> int:
+        """Where actuator ``actuator``'s entry is in a policy action: its own index in the joint modes; a
+        gripper's entry after ``[dx, dy, dz(, dyaw)]`` in ``ee_delta``."""
+        if self.ee is None:
+            return actuator
+        where = np.flatnonzero(self.ee.grippers == actuator)
+        if not where.size:
+            raise ValueError(f"actuator {actuator} has no action entry of its own in ee_delta (not a gripper)")
+        return int(self.ee.k + where[0])
+
     def hold_action(self, qpos: np.ndarray) -> np.ndarray:
         """The action that keeps servos where they are (0 for torque actuators)."""
         robot = self.robot

@@ -27,7 +27,7 @@ class LiftTask(PushTask):
       fingers;
     - ``grasp``: ``grasp_weight`` while the cube is held: the grasp point within half a cube edge of its
       centre and the fingers stopped on it (their gap 0.8-1.3 × the cube's nominal edge: not open, not
-      closed on nothing, whatever the edge DR draws);
+      closed on nothing, whatever the edge DR draws) while commanded closer (squeezing, :meth:`held`);
     - ``lift``: ``lift_weight · [held] · clip(height gained / lift_height, 0, 1)``;
     - ``goal``: ``goal_weight · [held] · exp(−(|cube − goal| / success_threshold)²)`` (gated like ``lift``: a
       cube resting on the table is already ``lift_height`` from the goal, and an ungated term paid e^−1 a step
@@ -50,6 +50,9 @@ class LiftTask(PushTask):
         super().__init__(robot, cfg)
         g, k = robot.grippers[0], robot.gripper_actuators[0]
         self._grip_q = int(robot.qpos_idx[k])
+        #: the gripper's entry in a policy action (the env core sets it from its action layout: the actuator's
+        #: index in the joint modes, after ``[dx, dy, dz(, dyaw)]`` in ``ee_delta``)
+        self.gripper_action = k
         span = g.open - g.closed
         gaps = (g.gap_closed, g.gap_open) if g.gap_closed is not None and g.gap_open is not None else (0.0, 0.0)
         self._gap = (g.closed, span if span else 1.0, gaps[0], gaps[1] - gaps[0])
@@ -86,12 +89,24 @@ class LiftTask(PushTask):
         closed, span, gap0, gap_span = self._gap
         return gap0 + (qpos[:, self._grip_q] - closed) / span * gap_span
 
-    def held(self, qpos: np.ndarray, sensordata: np.ndarray) -> np.ndarray:
-        """``(n,)`` bool: the cube is between the fingers and they have stopped on it."""
+    def commanded_gap(self, action: np.ndarray) -> np.ndarray:
+        """``(n,)`` fingertip gap (m) the gripper's action asks for (absolute: -1 closed, +1 open)."""
+        _, _, gap0, gap_span = self._gap
+        return gap0 + (np.clip(action[:, self.gripper_action], -1.0, 1.0) + 1.0) / 2.0 * gap_span
+
+    def held(self, qpos: np.ndarray, sensordata: np.ndarray, action: np.ndarray | None = None) -> np.ndarray:
+        """``(n,)`` bool: the cube is between the fingers and they have stopped on it, squeezing: with ``action``,
+        the gripper must be commanded at least a fifth of the cube's edge closer than where the fingers stand (a
+        half-open gripper merely around a cube its own width is not a grasp: that posture earned the grasp
+        term without ever closing, and the policy never lifted)."""
         cube = qpos[:, self._pos]
         near = np.linalg.norm(sensordata[:, self._grasp] - cube, axis=1) < self.scene.cube_half
-        ratio = self.gap(qpos) / (2 * self.scene.cube_half)  # 0.8-1.3: stopped on a cube of ±10 % (DR) edge
-        return near & (ratio > 0.8) & (ratio < 1.3)
+        gap = self.gap(qpos)
+        ratio = gap / (2 * self.scene.cube_half)  # 0.8-1.3: stopped on a cube of ±10 % (DR) edge
+        held = near & (ratio > 0.8) & (ratio < 1.3)
+        if action is not None:
+            held &= self.commanded_gap(action) < gap - 0.4 * self.scene.cube_half
+        return held
 
     @override
     def observe(self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray) -> np.ndarray:
@@ -110,7 +125,7 @@ class LiftTask(PushTask):
         c, k = self.cfg, self.cfg.reward_sharpness
         cube = qpos[:, self._pos]
         on_table = self.scene.on_table(cube)
-        held = self.held(qpos, sensordata) & on_table
+        held = self.held(qpos, sensordata, action) & on_table
         gained = np.clip((cube[:, 2] - self._rest) / c.lift_height, 0.0, 1.0)
         success = held & (cube[:, 2] >= self._rest + c.lift_height)
         terms = {
@@ -162,7 +177,7 @@ class PickPlaceTask(LiftTask):
         _, _, terms = super().evaluate(qpos, qvel, sensordata, goal, action)
         c = self.cfg
         cube = qpos[:, self._pos]
-        held = self.held(qpos, sensordata) & self.scene.on_table(cube)
+        held = self.held(qpos, sensordata, action) & self.scene.on_table(cube)
         d_goal = np.linalg.norm(goal - cube, axis=1)
         success = held & (d_goal < c.success_threshold)
         terms["carry"] = c.push_weight * held * (1.0 - np.tanh(c.reward_sharpness * d_goal))
