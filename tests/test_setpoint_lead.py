@@ -58,6 +58,14 @@ def test_arms_that_follow_their_set_points_get_no_lead_bound(robot: str) -> None
 def drive(io: PolicyIO, model: mujoco.MjModel, push_steps: int, rest_steps: int) -> tuple[np.ndarray, np.ndarray]:
     """Every joint pushed at full action for ``push_steps`` control periods, then the action 0 (hold the
     set-point) for ``rest_steps``: ``(largest set-point lead per joint (rad), joint travel after the push (rad))``."""
+    lead, q_stop, q_end = pushed(io, model, push_steps, rest_steps)
+    return lead, np.abs(q_end - q_stop)
+
+
+def pushed(
+    io: PolicyIO, model: mujoco.MjModel, push_steps: int, rest_steps: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`drive`'s run from home: ``(largest set-point lead, joints when the push ends, joints at the end)``."""
     robot = io.robot
     data = mujoco.MjData(model)
     data.qpos[:] = robot.home_qpos
@@ -74,8 +82,8 @@ def drive(io: PolicyIO, model: mujoco.MjModel, push_steps: int, rest_steps: int)
         lead = np.maximum(lead, np.abs(ctrl[0] - data.qpos[robot.qpos_idx]))
         data.ctrl[:] = ctrl[0]
         mujoco.mj_step(model, data, nstep=frame_skip)
-    assert q_stop is not None
-    return lead, np.abs(data.qpos[robot.qpos_idx] - q_stop)
+    q_end = data.qpos[robot.qpos_idx].copy()
+    return lead, (q_end if q_stop is None else q_stop), q_end
 
 
 def test_damped_panda_set_points_stay_within_reach_of_its_joints_and_it_stops_where_told() -> None:
@@ -105,17 +113,8 @@ def test_damped_panda_set_points_stay_within_reach_of_its_joints_and_it_stops_wh
 
 def travel(io: PolicyIO, model: mujoco.MjModel, steps: int) -> np.ndarray:
     """How far each joint moves from home under a full push on every joint for ``steps`` control periods."""
-    robot = io.robot
-    data = mujoco.MjData(model)
-    data.qpos[:] = robot.home_qpos
-    mujoco.mj_forward(model, data)
-    frame_skip = round(io.control_dt / model.opt.timestep)
-    setpoint = io.hold_action(data.qpos)[None]
-    for _ in range(steps):
-        setpoint, ctrl = io.integrate(setpoint, np.ones((1, robot.nu)), data.qpos[None])
-        data.ctrl[:] = ctrl[0]
-        mujoco.mj_step(model, data, nstep=frame_skip)
-    return np.abs(data.qpos[robot.qpos_idx] - robot.home_qpos[robot.qpos_idx])
+    _, q, _ = pushed(io, model, steps, 0)
+    return np.abs(q - io.robot.home_qpos[io.robot.qpos_idx])
 
 
 def test_the_bound_does_not_slow_the_damped_panda() -> None:
