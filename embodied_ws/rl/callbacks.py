@@ -282,6 +282,8 @@ class StaggerEpisodes(BaseCallback):
         self.offsets: np.ndarray | None = None
 
     def _on_training_start(self) -> None:
+        if getattr(getattr(self, "model", None), "num_timesteps", 0):  # resumed: envs are as the checkpoint left them
+            return
         hooks = env_hooks(self.venv)
         stagger = getattr(hooks, "stagger_episodes", None)
         if stagger is None:
