@@ -79,6 +79,10 @@ class EnvConfig:
         turned into arm set-point steps by damped-least-squares IK inside the joint-delta bounds:
         :mod:`embodied_ws.sim.ik`)
     :param ee_yaw: ``ee_delta``: add a yaw action (rotation of the end effector about the world vertical)
+    :param ee_orientation: ``ee_delta`` on an arm of six or more joints: ``hold`` keeps the hand at its home
+        orientation (the heading is the policy's with ``ee_yaw``), ``free`` moves the position only (the hand
+        turns as the joints happen to), ``auto`` (default): what the task asks (``hold`` for the table-top
+        contact tasks, ``free`` for reach, whose targets need the hand turned) (:mod:`embodied_ws.sim.ik`)
     :param delta_scale: delta mode: largest set-point change per control step, as a fraction of the
         control range's half-width
     :param ee_speed_limit: delta mode, for a model that states no joint velocity limits: the largest
@@ -101,6 +105,7 @@ class EnvConfig:
     episode_steps: int = num(50, 0, 10_000_000, low_open=True)
     action_mode: Literal["delta", "absolute", "ee_delta"] = "delta"
     ee_yaw: bool = False
+    ee_orientation: Literal["auto", "hold", "free"] = "auto"
     delta_scale: float = num(0.1, 0.0, 2.0, low_open=True)
     ee_speed_limit: float = num(5.5, 0.0, 1000.0)
     servo_damping: Literal["none", "auto"] = "none"  # not "off": YAML 1.1 reads off as False

@@ -39,6 +39,8 @@ def _policy_config(meta: dict[str, Any], where: str) -> list[str]:
         sets = [f"env.robot={meta['robot']}", f"env.task={meta['task']}", f"env.action_mode={meta['action']['mode']}"]
         if "ee_yaw" in meta["action"]:
             sets.append(f"env.ee_yaw={str(bool(meta['action']['ee_yaw'])).lower()}")
+        if meta["action"].get("mode") == "ee_delta":  # policies exported before the orientation hold: free
+            sets.append(f"env.ee_orientation={'hold' if meta['action'].get('ee_hold_orientation') else 'free'}")
         if isinstance(meta["action"].get("delta_scale"), int | float):  # per-joint lists come from the robot
             sets.append(f"env.delta_scale={meta['action']['delta_scale']}")
         if meta.get("ee_body"):

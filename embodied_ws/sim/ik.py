@@ -10,6 +10,12 @@ world z axis with ``env.ee_yaw``) in [-1, 1], then one absolute action per drive
    arm joints at the **measured** joint positions (MuJoCo's ``mj_jacSite``; the yaw row is its angular z row);
    joints whose set-point is already at a limit and would be pushed further are dropped and the step solved
    again, so the other joints make up for them;
+   with ``env.ee_orientation: hold`` (the contact tasks' default) on an arm of six or more joints, the hand is held:
+   the site's angular Jacobian rows join the solve (weighted :data:`HOLD_WEIGHT` metres per radian) with a
+   target that turns the hand half way back to its home orientation each step (at most :data:`HOLD_MAX_STEP`;
+   the heading is left to ``dyaw`` when the policy has it) — the position-only solve let the hand tilt freely,
+   70-160 degrees within one episode of random actions on the Panda, so fingers meant to close over a cube
+   pointed sideways; every Cartesian controller of the field holds the orientation it does not command;
 3. ``dq`` is scaled down as a whole (direction kept) until no joint moves faster than its joint-delta bound
    (``delta_scale``, the measured joint speeds included: :func:`~embodied_ws.sim.mapping.joint_delta_scale`),
    and integrated into the servo set-points, clipped to the control ranges — the joint-delta mode's limits.
@@ -41,6 +47,10 @@ def ee_speed(step: Any, ctrl_half: np.ndarray, lever: np.ndarray, control_dt: fl
 #: singular values are 0.1-1 m away from singularities (≤ 4 % short at 0.1 m), and near one the joint step stays
 #: below 1 / (2λ) = 25 rad per metre commanded
 DAMPING = 0.02
+#: orientation hold: metres of end-effector travel one radian of hand rotation weighs as in the stacked solve
+HOLD_WEIGHT = 0.2
+#: orientation hold: the fraction of the orientation error corrected per control step, and its cap (rad)
+HOLD_GAIN, HOLD_MAX_STEP = 0.5, 0.05
 
 
 def clip_unit(x: np.ndarray) -> np.ndarray:
@@ -56,25 +66,72 @@ class DiffIK:
     :param dofs: the arm's dof indices (qvel addresses), one per Jacobian column
     :param yaw: add the angular z row (rotation about the world vertical)
     :param damping: λ in ``Jᵀ (J Jᵀ + λ² I)⁻¹``
+    :param hold: the site orientation ``(3, 3)`` to hold (world frame; its heading follows the hand's with
+        ``yaw``), or None: orientation free
     """
 
-    def __init__(self, model: mujoco.MjModel, site: int, dofs: np.ndarray, yaw: bool, damping: float = DAMPING):
+    def __init__(
+        self,
+        model: mujoco.MjModel,
+        site: int,
+        dofs: np.ndarray,
+        yaw: bool,
+        damping: float = DAMPING,
+        hold: np.ndarray | None = None,
+    ):
         self.model, self.site, self.dofs, self.yaw = model, site, np.asarray(dofs, dtype=np.int64), yaw
         self.damping = float(damping)
         self.rows = 4 if yaw else 3
+        #: the held orientation as a quaternion, or None
+        self.hold_quat: np.ndarray | None = None
+        if hold is not None:
+            self.hold_quat = np.zeros(4)
+            mujoco.mju_mat2Quat(self.hold_quat, np.asarray(hold, dtype=float).reshape(9))
+        #: world angular axes held (x, y; and z without a yaw action)
+        self.hold_axes = [] if hold is None else ([0, 1] if yaw else [0, 1, 2])
         self._data = mujoco.MjData(model)
         self._jacp = np.zeros((3, model.nv))
         self._jacr = np.zeros((3, model.nv))
+        self._quat, self._target, self._err = np.zeros(4), np.zeros(4), np.zeros(4)
 
-    def jacobian(self, qpos: np.ndarray) -> np.ndarray:
-        """``(rows, len(dofs))`` Jacobian of the site at ``qpos`` (position rows, then yaw)."""
+    def _kinematics(self, qpos: np.ndarray) -> None:
         d = self._data
         d.qpos[:] = qpos
         mujoco.mj_kinematics(self.model, d)
         mujoco.mj_comPos(self.model, d)  # mj_jac reads cdof and subtree_com
-        mujoco.mj_jacSite(self.model, d, self._jacp, self._jacr if self.yaw else None, self.site)
+        mujoco.mj_jacSite(self.model, d, self._jacp, self._jacr, self.site)
+
+    def jacobian(self, qpos: np.ndarray) -> np.ndarray:
+        """``(rows, len(dofs))`` Jacobian of the site at ``qpos`` (position rows, then yaw)."""
+        self._kinematics(qpos)
         jac = self._jacp[:, self.dofs]
         return np.vstack([jac, self._jacr[2:3, self.dofs]]) if self.yaw else jac
+
+    def hold_error(self) -> np.ndarray:
+        """World-frame rotation (axis × angle) from the site's orientation (after :meth:`_kinematics`) to the held
+        one, the held heading turned to the site's own with ``yaw``."""
+        mujoco.mju_mat2Quat(self._quat, self._data.site_xmat[self.site])
+        target = self.hold_quat
+        if self.yaw:  # turn the held orientation about world z to the hand's heading: dyaw owns the heading
+            turn = _heading(self._data.site_xmat[self.site]) - _heading_of_quat(target)
+            mujoco.mju_mulQuat(self._target, np.array([np.cos(turn / 2), 0.0, 0.0, np.sin(turn / 2)]), target)
+            target = self._target
+        neg = np.zeros(4)
+        mujoco.mju_negQuat(neg, self._quat)
+        mujoco.mju_mulQuat(self._err, target, neg)
+        out = np.zeros(3)
+        mujoco.mju_quat2Vel(out, self._err, 1.0)
+        return out
+
+    def stacked(self, qpos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The solve's rows at ``qpos``: ``(rows + held, dofs)`` Jacobian (held rows weighted) and the held rows'
+        targets ``(held,)``: the step turning the hand back towards the held orientation."""
+        jac = self.jacobian(qpos)
+        if not self.hold_axes:
+            return jac, np.zeros(0)
+        err = self.hold_error()[self.hold_axes]
+        err = HOLD_GAIN * err / max(1.0, HOLD_GAIN * float(np.linalg.norm(err)) / HOLD_MAX_STEP)
+        return np.vstack([jac, HOLD_WEIGHT * self._jacr[self.hold_axes][:, self.dofs]]), HOLD_WEIGHT * err
 
     def site_pose(self, qpos: np.ndarray) -> tuple[np.ndarray, float]:
         """Site position and yaw (heading of its x axis about world z) at ``qpos``."""
@@ -88,12 +145,30 @@ class DiffIK:
         """``(n, rows, len(dofs))`` Jacobians for a batch of ``qpos`` rows."""
         return np.stack([self.jacobian(q) for q in qpos])
 
+    def stacked_batch(self, qpos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`stacked` for a batch of ``qpos`` rows: ``(n, rows + held, dofs)`` and ``(n, held)``."""
+        out = [self.stacked(q) for q in qpos]
+        return np.stack([j for j, _ in out]), np.stack([e for _, e in out])
+
     def solve(self, jac: np.ndarray, dx: np.ndarray) -> np.ndarray:
         """DLS joint steps ``(n, dofs)`` for Cartesian steps ``dx (n, rows)`` through Jacobians ``jac``."""
         jjt = jac @ jac.transpose(0, 2, 1)
         jjt += (self.damping**2) * np.eye(jac.shape[1])
         y = np.linalg.solve(jjt, dx[..., None])
         return (jac.transpose(0, 2, 1) @ y)[..., 0]
+
+
+def _heading(xmat: np.ndarray) -> float:
+    """Heading about world z of a frame's x axis (its y axis when x is near vertical)."""
+    rot = np.asarray(xmat).reshape(3, 3)
+    axis = rot[:, 0] if np.hypot(rot[0, 0], rot[1, 0]) > 0.3 else rot[:, 1]
+    return float(np.arctan2(axis[1], axis[0]))
+
+
+def _heading_of_quat(quat: np.ndarray) -> float:
+    mat = np.zeros(9)
+    mujoco.mju_quat2Mat(mat, quat)
+    return _heading(mat)
 
 
 def bounded(step: np.ndarray, bound: np.ndarray) -> np.ndarray:
@@ -131,9 +206,13 @@ class EEDelta:
         self.action_dim = self.k + grippers.size
 
     @classmethod
-    def of(cls, robot: Any, io: Any, yaw: bool, ee_speed_limit: float, task: str) -> EEDelta:
+    def of(
+        cls, robot: Any, io: Any, yaw: bool, ee_speed_limit: float, task: str, hold_orientation: bool = True
+    ) -> EEDelta:
         """The mode for ``robot`` as mapped by ``io`` (a :class:`~embodied_ws.sim.mapping.PolicyIO` being built);
-        a robot without an end effector or with an arm actuator that is not a position servo: one line."""
+        a robot without an end effector or with an arm actuator that is not a position servo: one line.
+        ``hold_orientation`` holds the hand at its home orientation on an arm of six or more joints (fewer
+        cannot: their joints go to the position)."""
         from embodied_ws.sim.robot import EE_SENSOR
 
         model = robot.model
@@ -149,18 +228,27 @@ class EEDelta:
         if arm.size == 0:
             raise ConfigError(f"ee_delta needs arm joints; {robot.name!r} has none", "env.action_mode")
         site = int(model.sensor_objid[sensor])
-        ik = DiffIK(model, site, robot.qvel_idx[arm], yaw)
+        home = robot.home_qpos if robot.home_qpos is not None else model.qpos0
+        hold = None
+        if hold_orientation and arm.size >= 6:
+            d = mujoco.MjData(model)
+            d.qpos[:] = home
+            mujoco.mj_kinematics(model, d)
+            hold = d.site_xmat[site].reshape(3, 3).copy()
+        ik = DiffIK(model, site, robot.qvel_idx[arm], yaw, hold=hold)
         half = io.ctrl_half[arm]
         bound = np.broadcast_to(io.delta_scale, io.ctrl_half.shape)[arm].astype(float)
         dt = io.control_dt
         # the step along each axis the joint bounds allow at home, the smallest over ±x, ±y, ±z: an action of 1
         # along any axis is followed at home. ee_speed (all joints' levers summed) is only an upper bound, 6-9x
         # this on arm3 and the Panda: actions above ~0.15 would all saturate. Capped by it and env.ee_speed_limit.
-        home = robot.home_qpos if robot.home_qpos is not None else model.qpos0
-        jac = ik.jacobian(home)[None]
+        jac = ik.stacked(home)[0][None]  # at home the hand is at the held orientation: those rows ask nothing
+        held = jac.shape[1] - ik.rows
         axes = np.vstack([np.eye(ik.rows), -np.eye(ik.rows)])
         with np.errstate(divide="ignore"):  # an axis no joint moves along: inf, left to the other axes / the cap
-            feasible = np.array([1.0 / np.max(np.abs(ik.solve(jac, u[None])[0] / half) / bound) for u in axes])
+            feasible = np.array(
+                [1.0 / np.max(np.abs(ik.solve(jac, np.r_[u, np.zeros(held)][None])[0] / half) / bound) for u in axes]
+            )
         cap = ee_speed(bound, half, robot.ee_lever[arm], dt) * dt
         if ee_speed_limit > 0:
             cap = min(cap, ee_speed_limit * dt)
@@ -182,8 +270,8 @@ class EEDelta:
         Joints whose set-point sits at a limit and would be pushed past it are left out of the solve (the
         others make up for them); the step is then bounded by the joint-delta bounds as a whole.
         """
-        jac = self.ik.jacobians(qpos)
-        dx = ee_actions * self.step
+        jac, hold = self.ik.stacked_batch(qpos)
+        dx = np.concatenate([ee_actions * self.step, hold], axis=1)
         dq = self.ik.solve(jac, dx) / self.ctrl_half
         stuck = ((arm_setpoint >= 1.0) & (dq > 0)) | ((arm_setpoint <= -1.0) & (dq < 0))
         if stuck.any():
@@ -213,9 +301,15 @@ class EEDelta:
             "gripper_actuators": self.grippers.tolist(),
             "step": self.step.tolist(),
             "damping": self.ik.damping,
+            "hold_orientation": None if self.ik.hold_quat is None else {
+                "quat": self.ik.hold_quat.tolist(), "axes": self.ik.hold_axes, "weight": HOLD_WEIGHT,
+                "gain": HOLD_GAIN, "max_step": HOLD_MAX_STEP,
+            },
             "mapping": (
                 "dx = a[:k] * step; dq = J^T (J J^T + damping^2 I)^-1 dx (J: site Jacobian of the arm joints at "
-                "the measured joints; yaw row = angular z); joints at a limit pushed outward dropped and solved "
-                "again; s_arm = clip(s_arm + bounded(dq / half, delta_scale), -1, 1); grippers: s = a[k:]"
+                "the measured joints; yaw row = angular z; with hold_orientation, J gains the angular rows of its "
+                "axes x weight and dx the rotation to the held orientation x gain x weight, capped at max_step); "
+                "joints at a limit pushed outward dropped and solved again; "
+                "s_arm = clip(s_arm + bounded(dq / half, delta_scale), -1, 1); grippers: s = a[k:]"
             ),
         }

@@ -190,9 +190,18 @@ class PolicyIO:
         #: ``ee_delta``: the end-effector mode (:mod:`embodied_ws.sim.ik`); None in the joint modes
         self.ee = None
         if self.mode == "ee_delta":
-            self.ee = EEDelta.of(robot, self, cfg.env.ee_yaw, cfg.env.ee_speed_limit, cfg.env.task)
+            self.ee = EEDelta.of(
+                robot, self, cfg.env.ee_yaw, cfg.env.ee_speed_limit, cfg.env.task, self.holds_orientation(cfg, task)
+            )
         #: the policy's action size: one per actuator, or ``[dx, dy, dz(, dyaw)]`` + one per gripper
         self.action_dim = nu if self.ee is None else self.ee.action_dim
+
+    @staticmethod
+    def holds_orientation(cfg: RunConfig, task: Any) -> bool:
+        """``env.ee_orientation`` resolved: ``auto`` is the task's ``ee_hold_orientation`` (default: free)."""
+        if cfg.env.ee_orientation == "auto":
+            return bool(getattr(task, "ee_hold_orientation", False))
+        return cfg.env.ee_orientation == "hold"
 
     def action_index(self, actuator: int) -> int:
         """Where actuator ``actuator``'s entry is in a policy action: its own index in the joint modes; a

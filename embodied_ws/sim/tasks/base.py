@@ -86,6 +86,8 @@ class Task(ABC):
     goal_dim: int = 0
     #: seconds the success test must hold without a break before an env counts success (0: at once)
     success_hold_s: float = 0.0
+    #: ``ee_delta`` with ``env.ee_orientation: auto``: hold the hand at its home orientation (table-top work)
+    ee_hold_orientation: bool = False
 
     def __init__(self, robot: Robot, cfg: TaskConfig) -> None:
         self.robot = robot

@@ -62,6 +62,8 @@ class PushTask(Task):
     event_terms = ("off_table",)
     #: the language instruction of every episode (``{cube}``, ``{goal}``: the scene's colour names)
     instruction_text = "push the {cube} cube onto the {goal} pad"
+    #: ``ee_delta``: the hand keeps its home orientation (fingers down over the table)
+    ee_hold_orientation = True
 
     def __init__(self, robot: Robot, cfg: TaskConfig) -> None:
         super().__init__(robot, cfg)
