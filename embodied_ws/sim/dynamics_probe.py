@@ -189,7 +189,7 @@ def probe_actuator(
     joint = int(model.actuator_trnid[actuator, 0])
     qadr, dadr = int(model.jnt_qposadr[joint]), int(model.jnt_dofadr[joint])
     q0 = float(start[0][qadr])
-    clo, chi = (model.actuator_ctrlrange[actuator] if model.actuator_ctrllimited[actuator] else (lo, hi))
+    clo, chi = model.actuator_ctrlrange[actuator] if model.actuator_ctrllimited[actuator] else (lo, hi)
     lo, hi = max(lo, float(clo)), min(hi, float(chi))
     far = lo if q0 - lo > hi - q0 else hi
     ctrl = base.copy()

@@ -301,9 +301,14 @@ class EEDelta:
             "gripper_actuators": self.grippers.tolist(),
             "step": self.step.tolist(),
             "damping": self.ik.damping,
-            "hold_orientation": None if self.ik.hold_quat is None else {
-                "quat": self.ik.hold_quat.tolist(), "axes": self.ik.hold_axes, "weight": HOLD_WEIGHT,
-                "gain": HOLD_GAIN, "max_step": HOLD_MAX_STEP,
+            "hold_orientation": None
+            if self.ik.hold_quat is None
+            else {
+                "quat": self.ik.hold_quat.tolist(),
+                "axes": self.ik.hold_axes,
+                "weight": HOLD_WEIGHT,
+                "gain": HOLD_GAIN,
+                "max_step": HOLD_MAX_STEP,
             },
             "mapping": (
                 "dx = a[:k] * step; dq = J^T (J J^T + damping^2 I)^-1 dx (J: site Jacobian of the arm joints at "

@@ -132,9 +132,7 @@ class LiftTask(PushTask):
             "reach": c.reach_weight * (1.0 - np.tanh(k * np.linalg.norm(sensordata[:, self._grasp] - cube, axis=1))),
             "grasp": c.grasp_weight * held,
             "lift": c.lift_weight * held * gained,
-            "goal": c.goal_weight
-            * held
-            * np.exp(-((np.linalg.norm(goal - cube, axis=1) / c.success_threshold) ** 2)),
+            "goal": c.goal_weight * held * np.exp(-((np.linalg.norm(goal - cube, axis=1) / c.success_threshold) ** 2)),
             "success_bonus": c.success_bonus * success,
             "action": -c.action_weight * np.add.reduce(action * action, axis=1),
             "off_table": c.off_table_penalty * ~on_table,
