@@ -111,6 +111,49 @@ def test_yaw_action_turns_the_hand_and_keeps_its_position() -> None:
     assert abs(yaw - goal) < 1e-3 and np.linalg.norm(p - p0) < 1e-3, (yaw - goal, p - p0)
 
 
+def _hand_turn(env: RobotEnv, steps: int, rng: np.random.Generator) -> tuple[float, float]:
+    """Smooth random end-effector actions from a reset: the largest angle (degrees) the hand turned away from its
+    home orientation, and the same for its pointing (z) axis alone."""
+    io = env.core.io
+    home = mujoco.MjData(env.model)
+    home.qpos[:] = env.core.robot.home_qpos
+    mujoco.mj_kinematics(env.model, home)
+    ref = home.site_xmat[io.ee.ik.site].reshape(3, 3).copy()
+    env.reset(seed=0)
+    a, turn, tilt = np.zeros(env.action_space.shape), 0.0, 0.0
+    for _ in range(steps):
+        a = np.clip(0.8 * a + 0.6 * rng.uniform(-1, 1, a.shape), -1.0, 1.0)
+        env.step(a)
+        rot = env.data.site_xmat[io.ee.ik.site].reshape(3, 3)
+        turn = max(turn, float(np.degrees(np.arccos(np.clip((np.trace(ref.T @ rot) - 1) / 2, -1, 1)))))
+        tilt = max(tilt, float(np.degrees(np.arccos(np.clip(ref[:, 2] @ rot[:, 2], -1, 1)))))
+    return turn, tilt
+
+
+def test_the_contact_tasks_hold_the_hand_orientation_reach_and_short_arms_leave_it_free() -> None:
+    """``env.ee_orientation: auto``: the Panda's hand stays near its home orientation through an episode of
+    random actions in lift (it turned 70-160 degrees with the position-only solve, ``free``); reach leaves it
+    free (its targets need the hand turned) and so does an arm of fewer than six joints."""
+    sets = [*EE, f"env.robot={PANDA}", "env.task=lift", "task.gripper=action", "env.episode_steps=1000"]
+    held = RobotEnv(load_config("push", sets), load_dr("none"), seed=0)
+    free = RobotEnv(load_config("push", [*sets, "env.ee_orientation=free"]), load_dr("none"), seed=0)
+    assert held.core.io.ee.ik.hold_axes == [0, 1, 2] and free.core.io.ee.ik.hold_quat is None
+    turn_held, _ = _hand_turn(held, 150, np.random.default_rng(0))
+    turn_free, _ = _hand_turn(free, 150, np.random.default_rng(0))
+    assert turn_held < 20.0 and turn_free > 45.0, (turn_held, turn_free)
+    assert _env(f"env.robot={PANDA}").core.io.ee.ik.hold_quat is None  # reach: free
+    arm3 = RobotEnv(load_config("push", EE), load_dr("none"))  # 3 joints: position only
+    assert arm3.core.io.ee.ik.hold_quat is None
+
+
+def test_a_held_hand_still_turns_with_the_yaw_action_and_keeps_pointing_down() -> None:
+    sets = [*EE, f"env.robot={PANDA}", "env.task=lift", "task.gripper=action", "env.ee_yaw=true"]
+    env = RobotEnv(load_config("push", [*sets, "env.episode_steps=1000"]), load_dr("none"), seed=0)
+    assert env.core.io.ee.ik.hold_axes == [0, 1]  # the heading is the policy's
+    turn, tilt = _hand_turn(env, 150, np.random.default_rng(1))
+    assert turn > 30.0 and tilt < 15.0, (turn, tilt)
+
+
 @pytest.mark.parametrize("robot", ["arm3", str(PANDA)], ids=["arm3", "panda"])
 def test_a_cartesian_p_controller_solves_reach_within_the_episode(robot: str) -> None:
     """The action scale is enough: stepping the commanded end effector halfway to the target each step reaches it
@@ -269,6 +312,7 @@ def test_policy_json_records_the_mode_and_a_bare_policy_folder_rebuilds_it(ee_ru
     assert act["mode"] == "ee_delta" and act["ee_yaw"] is True and act["size"] == 4
     assert act["ee"]["names"] == ["ee/dx", "ee/dy", "ee/dz", "ee/dyaw"] and len(act["ee"]["step"]) == 4
     assert act["mapping"] == act["ee"]["mapping"] and "J^T (J J^T + damping^2 I)^-1" in act["mapping"]
+    assert act["ee_hold_orientation"] is False and act["ee"]["hold_orientation"] is None  # reach: free
     bare = tmp_path / "policy"
     bare.mkdir()
     for name in ("policy.json", "policy.safetensors"):  # no config.yaml: rebuilt from policy.json alone
@@ -280,6 +324,8 @@ def test_policy_json_records_the_mode_and_a_bare_policy_folder_rebuilds_it(ee_ru
         ControlCore(resolve_target(ee_run, ["env.ee_yaw=false"]))
     with pytest.raises(UserError, match=r"action mode is 'ee_delta' in the policy but env\.action_mode is 'delta'"):
         ControlCore(resolve_target(ee_run, ["env.action_mode=delta"]))
+    with pytest.raises(UserError, match=r"does not hold the hand's orientation but env\.ee_orientation=hold holds"):
+        ControlCore(resolve_target(ee_run, ["env.ee_orientation=hold"]))
 
 
 def test_joint_delta_policies_are_unchanged(tmp_path: Path) -> None:
