@@ -82,17 +82,17 @@ class DiffIK:
         self.model, self.site, self.dofs, self.yaw = model, site, np.asarray(dofs, dtype=np.int64), yaw
         self.damping = float(damping)
         self.rows = 4 if yaw else 3
-        #: the held orientation as a quaternion, or None
+        #: the held orientation as a quaternion (``policy.json`` records it), or None
         self.hold_quat: np.ndarray | None = None
+        self._hold = np.eye(3) if hold is None else np.asarray(hold, dtype=float).reshape(3, 3)
         if hold is not None:
             self.hold_quat = np.zeros(4)
-            mujoco.mju_mat2Quat(self.hold_quat, np.asarray(hold, dtype=float).reshape(9))
+            mujoco.mju_mat2Quat(self.hold_quat, self._hold.reshape(9))
         #: world angular axes held (x, y; and z without a yaw action)
         self.hold_axes = [] if hold is None else ([0, 1] if yaw else [0, 1, 2])
         self._data = mujoco.MjData(model)
         self._jacp = np.zeros((3, model.nv))
         self._jacr = np.zeros((3, model.nv))
-        self._quat, self._target, self._err = np.zeros(4), np.zeros(4), np.zeros(4)
 
     def _kinematics(self, qpos: np.ndarray) -> None:
         d = self._data
@@ -107,31 +107,26 @@ class DiffIK:
         jac = self._jacp[:, self.dofs]
         return np.vstack([jac, self._jacr[2:3, self.dofs]]) if self.yaw else jac
 
-    def hold_error(self) -> np.ndarray:
-        """World-frame rotation (axis × angle) from the site's orientation (after :meth:`_kinematics`) to the held
-        one, the held heading turned to the site's own with ``yaw``."""
-        mujoco.mju_mat2Quat(self._quat, self._data.site_xmat[self.site])
-        target = self.hold_quat
-        if self.yaw:  # turn the held orientation about world z to the hand's heading: dyaw owns the heading
-            turn = _heading(self._data.site_xmat[self.site]) - _heading_of_quat(target)
-            mujoco.mju_mulQuat(self._target, np.array([np.cos(turn / 2), 0.0, 0.0, np.sin(turn / 2)]), target)
-            target = self._target
-        neg = np.zeros(4)
-        mujoco.mju_negQuat(neg, self._quat)
-        mujoco.mju_mulQuat(self._err, target, neg)
-        out = np.zeros(3)
-        mujoco.mju_quat2Vel(out, self._err, 1.0)
-        return out
+    def hold_errors(self, rot: np.ndarray) -> np.ndarray:
+        """``(n, 3)`` world-frame rotations (axis × angle) from site orientations ``rot (n, 3, 3)`` to the held
+        one, whose heading is turned to each site's own with ``yaw``."""
+        ref = np.broadcast_to(self._hold, rot.shape)
+        if self.yaw:  # dyaw owns the heading: turn the held orientation about world z to the hand's
+            turn = _heading(rot) - _heading(self._hold[None])
+            c, s = np.cos(turn), np.sin(turn)
+            zrot = np.zeros_like(rot)
+            zrot[:, 0, 0], zrot[:, 0, 1], zrot[:, 1, 0], zrot[:, 1, 1], zrot[:, 2, 2] = c, -s, s, c, 1.0
+            ref = zrot @ ref
+        err = ref @ rot.transpose(0, 2, 1)  # the world-frame rotation taking the site to the held orientation
+        vee = 0.5 * np.stack([err[:, 2, 1] - err[:, 1, 2], err[:, 0, 2] - err[:, 2, 0], err[:, 1, 0] - err[:, 0, 1]], 1)
+        sin = np.linalg.norm(vee, axis=1, keepdims=True)
+        angle = np.arctan2(sin, 0.5 * (np.trace(err, axis1=1, axis2=2)[:, None] - 1.0))
+        return vee * np.where(sin > 1e-9, angle / np.maximum(sin, 1e-9), 1.0)
 
     def stacked(self, qpos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The solve's rows at ``qpos``: ``(rows + held, dofs)`` Jacobian (held rows weighted) and the held rows'
-        targets ``(held,)``: the step turning the hand back towards the held orientation."""
-        jac = self.jacobian(qpos)
-        if not self.hold_axes:
-            return jac, np.zeros(0)
-        err = self.hold_error()[self.hold_axes]
-        err = HOLD_GAIN * err / max(1.0, HOLD_GAIN * float(np.linalg.norm(err)) / HOLD_MAX_STEP)
-        return np.vstack([jac, HOLD_WEIGHT * self._jacr[self.hold_axes][:, self.dofs]]), HOLD_WEIGHT * err
+        """:meth:`stacked_batch` for one ``qpos``: ``(rows + held, dofs)`` and ``(held,)``."""
+        jac, err = self.stacked_batch(np.asarray(qpos)[None])
+        return jac[0], err[0]
 
     def site_pose(self, qpos: np.ndarray) -> tuple[np.ndarray, float]:
         """Site position and yaw (heading of its x axis about world z) at ``qpos``."""
@@ -146,9 +141,21 @@ class DiffIK:
         return np.stack([self.jacobian(q) for q in qpos])
 
     def stacked_batch(self, qpos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`stacked` for a batch of ``qpos`` rows: ``(n, rows + held, dofs)`` and ``(n, held)``."""
-        out = [self.stacked(q) for q in qpos]
-        return np.stack([j for j, _ in out]), np.stack([e for _, e in out])
+        """The solve's rows at each ``qpos`` row: ``(n, rows + held, dofs)`` Jacobians (the held angular rows
+        weighted :data:`HOLD_WEIGHT`) and ``(n, held)`` targets of the held rows: the step turning the hand back
+        towards the held orientation (:data:`HOLD_GAIN` of the error, at most :data:`HOLD_MAX_STEP`)."""
+        if not self.hold_axes:
+            return self.jacobians(qpos), np.zeros((len(qpos), 0))
+        n, axes = len(qpos), self.hold_axes
+        jac = np.empty((n, self.rows + len(axes), self.dofs.size))
+        rot = np.empty((n, 3, 3))
+        for i, q in enumerate(qpos):
+            jac[i, : self.rows] = self.jacobian(q)
+            jac[i, self.rows :] = HOLD_WEIGHT * self._jacr[axes][:, self.dofs]
+            rot[i] = self._data.site_xmat[self.site].reshape(3, 3)
+        err = HOLD_GAIN * self.hold_errors(rot)[:, axes]
+        err /= np.maximum(1.0, np.linalg.norm(err, axis=1, keepdims=True) / HOLD_MAX_STEP)
+        return jac, HOLD_WEIGHT * err
 
     def solve(self, jac: np.ndarray, dx: np.ndarray) -> np.ndarray:
         """DLS joint steps ``(n, dofs)`` for Cartesian steps ``dx (n, rows)`` through Jacobians ``jac``."""
@@ -158,17 +165,10 @@ class DiffIK:
         return (jac.transpose(0, 2, 1) @ y)[..., 0]
 
 
-def _heading(xmat: np.ndarray) -> float:
-    """Heading about world z of a frame's x axis (its y axis when x is near vertical)."""
-    rot = np.asarray(xmat).reshape(3, 3)
-    axis = rot[:, 0] if np.hypot(rot[0, 0], rot[1, 0]) > 0.3 else rot[:, 1]
-    return float(np.arctan2(axis[1], axis[0]))
-
-
-def _heading_of_quat(quat: np.ndarray) -> float:
-    mat = np.zeros(9)
-    mujoco.mju_quat2Mat(mat, quat)
-    return _heading(mat)
+def _heading(rot: np.ndarray) -> np.ndarray:
+    """``(n,)`` heading about world z of each frame's x axis (its y axis where x is near vertical)."""
+    x = np.where((np.hypot(rot[:, 0, 0], rot[:, 1, 0]) > 0.3)[:, None], rot[:, :, 0], rot[:, :, 1])
+    return np.arctan2(x[:, 1], x[:, 0])
 
 
 def bounded(step: np.ndarray, bound: np.ndarray) -> np.ndarray:
