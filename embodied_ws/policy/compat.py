@@ -50,7 +50,7 @@ def check_layout(meta: dict[str, Any], env: PolicyIO, cfg: RunConfig, where: str
     if mode == "ee_delta" and yaw is not None and bool(yaw) != cfg.env.ee_yaw:
         raise UserError(f"ee_yaw is {bool(yaw)} in the policy but env.ee_yaw is {cfg.env.ee_yaw}", where)
     held = bool(meta.get("action", {}).get("ee_hold_orientation", False))  # exported before the hold: free
-    holds = bool(env.ee is not None and env.ee.ik.hold_quat is not None)
+    holds = bool(env.ee is not None and env.ee.holds_orientation)
     if mode == "ee_delta" and held != holds:
         raise UserError(
             f"the policy {'holds' if held else 'does not hold'} the hand's orientation but env.ee_orientation="

@@ -122,7 +122,7 @@ def export_policy(out_dir: Path, model: Any, venv: Any, core: EnvCore) -> Path:
             "actuators": r.actuator_names,
             "mode": core.cfg.env.action_mode,
             "ee_yaw": core.cfg.env.ee_yaw,
-            "ee_hold_orientation": bool(core.io.ee and core.io.ee.ik.hold_quat is not None),
+            "ee_hold_orientation": bool(core.io.ee and core.io.ee.holds_orientation),
             "delta_actuators": core.delta_actuators.tolist(),
             "delta_scale": np.asarray(core.delta_scale).tolist(),  # a float, or one per actuator
             "ctrl_low": r.ctrl_low.tolist(),

@@ -117,6 +117,7 @@ class DiffIK:
             zrot = np.zeros_like(rot)
             zrot[:, 0, 0], zrot[:, 0, 1], zrot[:, 1, 0], zrot[:, 1, 1], zrot[:, 2, 2] = c, -s, s, c, 1.0
             ref = zrot @ ref
+        # the rotation's log by hand, batched: mju_mat2Quat/mju_quat2Vel per env cost 2.1 ms per 32-env step here
         err = ref @ rot.transpose(0, 2, 1)  # the world-frame rotation taking the site to the held orientation
         vee = 0.5 * np.stack([err[:, 2, 1] - err[:, 1, 2], err[:, 0, 2] - err[:, 2, 0], err[:, 1, 0] - err[:, 0, 1]], 1)
         sin = np.linalg.norm(vee, axis=1, keepdims=True)
@@ -259,6 +260,11 @@ class EEDelta:
                               "(set env.ee_yaw=false)", "env.ee_yaw")  # fmt: skip
         grippers = np.array(robot.gripper_actuators, dtype=np.int64)  # the order of robot.grippers
         return cls(ik, arm, grippers, bound, half, np.array(steps))
+
+    @property
+    def holds_orientation(self) -> bool:
+        """Whether the hand is held at its home orientation (``env.ee_orientation`` resolved on this arm)."""
+        return self.ik.hold_quat is not None
 
     def names(self) -> list[str]:
         """Name of each action entry (``ee/dx`` ... then ``gripper/<actuator index>``)."""
