@@ -128,23 +128,34 @@ def setpoint_lead(
     is every joint of an arm the task does not count as lagging (a reach task counts only the joints that move
     the end effector: an arm whose flange roll alone lags, e.g. the xArm7 URDF, is unchanged).
 
-    :param task: the task (its ``lagging_joints``, when it has one, says whether the arm lags)
+    A task with contacts (not ``free_space``: push, lift, a user's task) bounds every delta set-point the same
+    way, lagging or not: a hand pressed on the table or on a held cube does not follow its set-point, which
+    otherwise wound up unseen (a lift policy's commanded grasp point sat 12 cm under the table and 9 cm aside
+    of its hand after 1.5 M steps: lifting meant first unwinding that, five full steps before the hand moved,
+    and the policy never found it).
+
+    :param task: the task (its ``lagging_joints``, when it has one, says whether the arm lags; ``free_space``
+        whether it has contacts)
     :param delta: ``(nu,)`` bool, the delta-mode servos
     :param setpoint_speed: ``(nu,)`` how fast each set-point may move (``inf``: not a delta servo)
     """
     if not delta.any():
         return None
     speed = np.where(delta, setpoint_speed, np.inf)
-    lag = robot.dynamics().lagging(speed) & delta
-    arm_lags = getattr(task, "lagging_joints", None)
-    if not lag.any() or (arm_lags is not None and not arm_lags(speed).any()):
-        return None
+    if getattr(task, "free_space", False):
+        lag = robot.dynamics().lagging(speed) & delta
+        arm_lags = getattr(task, "lagging_joints", None)
+        if not lag.any() or (arm_lags is not None and not arm_lags(speed).any()):
+            return None
+    else:
+        lag = delta.copy()
     model = robot.model
     kp = np.abs(model.actuator_gainprm[:, 0])
     force = np.where(model.actuator_forcelimited > 0, np.abs(model.actuator_forcerange).max(axis=1), np.inf)
     hold = np.where(kp > 0, force / np.maximum(kp, 1e-12), np.inf)
     hold = np.where(np.isfinite(hold), hold * LEAD_HOLD_MARGIN, 0.0)
-    reach = robot.dynamics().measured_speeds() * LEAD_PERIODS * control_dt
+    # what the joint covers in LEAD_PERIODS: at its measured speed, or its set-point's where that is slower
+    reach = np.minimum(robot.dynamics().measured_speeds(), speed) * LEAD_PERIODS * control_dt
     lead = np.maximum(reach, hold) / np.maximum(ctrl_half, 1e-9)
     return np.where(lag & np.isfinite(lead), lead, np.inf)
 
@@ -240,6 +251,9 @@ class PolicyIO:
             if qpos is None:
                 raise ValueError("ee_delta converts actions at the measured joint positions: pass qpos")
             a = setpoint = self.ee.integrate(setpoint, actions, qpos)
+            if self.lead is not None:
+                q = (qpos[:, self.robot.qpos_idx] - self.ctrl_mid) / self.ctrl_half
+                a = setpoint = np.where(self.delta, np.minimum(np.maximum(setpoint, q - self.lead), q + self.lead), a)
         elif self.lead is not None:
             if qpos is None:
                 raise ValueError("a set-point lead bound needs the measured joint positions: pass qpos")
