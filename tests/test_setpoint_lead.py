@@ -188,3 +188,48 @@ def test_the_damped_panda_trains_on_episodes_out_of_step() -> None:
     stagger, ends = first_episode_ends("arm3")
     assert stagger.offsets is None
     assert ends == [reach_core("arm3").episode_steps] * 8
+
+
+PANDA = FIXTURES / "menagerie" / "panda.xml"
+
+
+def pressed_hand(bound: bool) -> tuple[float, int]:
+    """The Panda's lift env (``ee_delta``, no DR): the hand driven down at full action for 2.4 s (onto the table
+    and the cube), then up. ``(commanded-vs-measured hand distance when the push ends (m), control periods until
+    the hand has risen 1 cm)``; ``bound=False`` drops the lead bound."""
+    cfg = load_config(
+        "push", [f"env.robot={PANDA}", "env.task=lift", "task.gripper=action", "env.action_mode=ee_delta"]
+    )
+    env = RobotEnv(cfg, load_dr("none"), seed=0)
+    io, robot = env.core.io, env.core.robot
+    if not bound:
+        io.lead = None
+    env.reset(seed=0)
+    site = io.ee.ik.site
+    action = np.zeros(io.action_dim)
+    action[2] = -1.0
+    for _ in range(60):
+        env.step(action)
+    commanded = mujoco.MjData(robot.model)
+    commanded.qpos[:] = env.data.qpos
+    commanded.qpos[robot.qpos_idx] = io.ctrl_mid + io.ctrl_half * env.core.setpoint[0]
+    mujoco.mj_kinematics(robot.model, commanded)
+    windup = float(np.linalg.norm(commanded.site_xpos[site] - env.data.site_xpos[site]))
+    z0 = env.data.site_xpos[site][2]
+    action[2] = 1.0
+    for k in range(1, 61):
+        env.step(action)
+        if env.data.site_xpos[site][2] > z0 + 0.01:
+            return windup, k
+    return windup, 61
+
+
+def test_contact_tasks_bound_the_set_points_of_a_hand_pressed_down() -> None:
+    """A contact task bounds every delta set-point (the Panda's joints follow theirs in free space): a hand
+    pressed onto the table keeps its commanded point within ~2 set-point steps of itself, and rises within a few
+    periods of being told to; unbounded, the command winds up tens of cm below the table and a lift first spends
+    ~25 periods unwinding it (a lift policy never learned to lift through that)."""
+    windup, rise = pressed_hand(bound=True)
+    windup_free, rise_free = pressed_hand(bound=False)
+    assert windup < 0.10 and rise <= 10, (windup, rise)
+    assert windup_free > 3 * windup and rise_free > 2 * rise, (windup_free, rise_free)

@@ -24,7 +24,8 @@ What a task provides (what the envs really use):
 ``obs_dim``, ``goal_dim`` observation and goal sizes (ints; may be set in ``__init__``: they may depend on the robot)
 ``needs_ee``              class attribute: load the robot with an end-effector position sensor
                           (``robot.ee_sensor_idx`` indexes ``sensordata``)
-``free_space``            class attribute: the task needs no contacts (envs that do not render drop the geoms)
+``free_space``            class attribute: the task needs no contacts (envs that do not render drop the geoms;
+                          delta set-points of a task with contacts stay within reach of the measured joints)
 ``sample_goal(rng)``      the episode's goal, ``(goal_dim,)``
 ``initial_qpos(rng)``     the episode's initial ``qpos``, ``(nq,)`` (velocities start at 0)
 ``observe(...)``          ``(n, obs_dim)`` from ``qpos (n, nq)``, ``qvel (n, nv)``, ``sensordata (n, ns)``,
