@@ -29,11 +29,9 @@ class LiftTask(PushTask):
       centre and the fingers stopped on it (their gap 0.8-1.3 × the cube's nominal edge: not open, not
       closed on nothing, whatever the edge DR draws) while commanded closer (squeezing, :meth:`held`);
     - ``lift``: ``lift_weight · [held] · clip(height gained / lift_height, 0, 1)``;
-    - ``goal``: ``goal_weight · [held] · (1 − tanh(k · |cube − goal|))`` (gated like ``lift``: a cube resting
-      on the table is already ``lift_height`` from the goal, and an ungated term paid for leaving it there). Its
-      pull reaches a cube carried far above the goal: with ``exp(−(d / success_threshold)²)`` (still
-      :class:`PickPlaceTask`'s, whose ``carry`` term pulls) a lift policy swung the cube 15–47 cm up at full
-      speed, where it slid out of the fingers in a third of the episodes;
+    - ``goal``: ``goal_weight · [held] · exp(−(|cube − goal| / success_threshold)²)`` (gated like ``lift``: a
+      cube resting on the table is already ``lift_height`` from the goal, and an ungated term paid e^−1 a step
+      for leaving it there, a third of the reward an untouched cube earned);
     - ``success_bonus``: ``success_bonus · [success]``, the success test itself: held and at least
       ``lift_height`` above its resting height, without a break for the last ``task.hold_seconds`` (the env
       core counts the hold: :attr:`success_hold_s`; ``evaluate`` alone gives the momentary test);
@@ -134,16 +132,12 @@ class LiftTask(PushTask):
             "reach": c.reach_weight * (1.0 - np.tanh(k * np.linalg.norm(sensordata[:, self._grasp] - cube, axis=1))),
             "grasp": c.grasp_weight * held,
             "lift": c.lift_weight * held * gained,
-            "goal": c.goal_weight * held * self.goal_closeness(np.linalg.norm(goal - cube, axis=1)),
+            "goal": c.goal_weight * held * np.exp(-((np.linalg.norm(goal - cube, axis=1) / c.success_threshold) ** 2)),
             "success_bonus": c.success_bonus * success,
             "action": -c.action_weight * np.add.reduce(action * action, axis=1),
             "off_table": c.off_table_penalty * ~on_table,
         }
         return np.asarray(sum(terms.values()), dtype=float), success, terms
-
-    def goal_closeness(self, distance: np.ndarray) -> np.ndarray:
-        """The ``goal`` term's shape in [0, 1] of the held cube's distance to the goal (m)."""
-        return 1.0 - np.tanh(self.cfg.reward_sharpness * distance)
 
     @override
     def goal_markers(self, goal: np.ndarray) -> dict[str, np.ndarray]:
@@ -161,11 +155,6 @@ class PickPlaceTask(LiftTask):
     """
 
     instruction_text = "put the {cube} cube on the {goal} pad"
-
-    @override
-    def goal_closeness(self, distance: np.ndarray) -> np.ndarray:
-        """Steep within ``success_threshold`` (``carry`` is the long-range pull): ``exp(−(d / threshold)²)``."""
-        return np.exp(-((distance / self.cfg.success_threshold) ** 2))
 
     @override
     def sample_goal(self, rng: np.random.Generator) -> np.ndarray:
