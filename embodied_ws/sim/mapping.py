@@ -253,7 +253,8 @@ class PolicyIO:
             a = setpoint = self.ee.integrate(setpoint, actions, qpos)
             if self.lead is not None:
                 q = (qpos[:, self.robot.qpos_idx] - self.ctrl_mid) / self.ctrl_half
-                a = setpoint = np.where(self.delta, np.minimum(np.maximum(setpoint, q - self.lead), q + self.lead), a)
+                bounded = clip_unit(np.minimum(np.maximum(setpoint, q - self.lead), q + self.lead))
+                a = setpoint = np.where(self.delta, bounded, a)
         elif self.lead is not None:
             if qpos is None:
                 raise ValueError("a set-point lead bound needs the measured joint positions: pass qpos")
