@@ -73,16 +73,10 @@ class LiftTask(PushTask):
     def min_episode_seconds(self, joint_speed: np.ndarray | None = None) -> float:
         """Reach the table, grasp and lift at ``task.approach_speed`` (0 when unset), plus a second to close and
         ``task.hold_seconds`` of hold."""
-        push = super().min_episode_seconds(joint_speed)
-        if not push:
+        to_table = self.seconds_to_table()
+        if not to_table:
             return 0.0
-        return (
-            push
-            - self.cfg.goal_max_distance / self.cfg.approach_speed
-            + 1.0
-            + 2 * self.cfg.lift_height / self.cfg.approach_speed
-            + self.cfg.hold_seconds
-        )
+        return to_table + 1.0 + 2 * self.cfg.lift_height / self.cfg.approach_speed + self.cfg.hold_seconds
 
     def gap(self, qpos: np.ndarray) -> np.ndarray:
         """``(n,)`` fingertip gap (m) from the gripper's leader joint."""
