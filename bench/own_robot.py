@@ -10,9 +10,10 @@ Default robot: the Franka Panda URDF shipped in the ``example-robot-data`` wheel
 joints one of which is a mimic joint, COLLADA visuals, STL collision meshes, ``package://`` paths). Public MJCF
 arms (MuJoCo Menagerie, meshes removed): ``--robot tests/fixtures/robots/menagerie/panda.xml`` (or iiwa14, gen3,
 xarm7, ur5e, sawyer, lite6). The preset's own budget (``train.max_minutes: 14``) ends learning first.
-Printed: ``robot``, ``dof``, ``episode_steps`` (the length the preset chose), ``steps``, ``minutes``,
-``final_success``, ``peak_rss_mb`` (the trainer's peak RSS, 32 training envs + evaluation), ``env_steps_per_s``,
-and the same under ``arm3``; ratios compare the two runs measured on the same machine in the same invocation.
+Printed: ``robot``, ``dof``, ``action_mode`` (``auto`` resolved), ``episode_steps`` (the length the preset
+chose), ``steps``, ``minutes``, ``final_success``, ``peak_rss_mb`` (the trainer's peak RSS, 32 training envs +
+evaluation), ``env_steps_per_s``, and the same under ``arm3``; ratios compare the two runs measured on the
+same machine in the same invocation.
 
     python bench/own_robot.py [--robot PATH] [--robot-arg NAME:=VALUE] [--package-path DIR] [--max-minutes 15]
                               [--runs DIR]
@@ -61,6 +62,7 @@ def run(robot: str, extra: list[str], runs: Path, name: str, max_minutes: float,
     return {
         "robot": summary["robot"],
         "dof": _dof(runs / name),
+        "action_mode": _action_mode(runs / name),
         "steps": summary["steps"],
         "minutes": round(t["total_s"] / 60.0, 2),
         "wall_minutes": round((time.perf_counter() - t0) / 60.0, 2),
@@ -79,8 +81,13 @@ def _episode_steps(run_dir: Path) -> int:
 
 
 def _dof(run_dir: Path) -> int:
+    """The robot's actuators (an ``ee_delta`` policy's action is a Cartesian step: its size is not the arm's)."""
     meta = json.loads((run_dir / "policy" / "policy.json").read_text())
-    return int(meta["action"]["size"])
+    return len(meta["action"]["actuators"])
+
+
+def _action_mode(run_dir: Path) -> str:
+    return str(json.loads((run_dir / "policy" / "policy.json").read_text())["action"]["mode"])
 
 
 def main() -> None:

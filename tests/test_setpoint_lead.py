@@ -4,6 +4,7 @@ them within reach of its joints, in training and deploy alike; arms that follow 
 from __future__ import annotations
 
 import copy
+import json
 import sysconfig
 from pathlib import Path
 
@@ -32,9 +33,10 @@ def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
-def reach_core(robot: Path | str) -> EnvCore:
-    """The reach preset's env core for ``robot`` (no DR)."""
-    cfg = load_config("reach", [f"env.robot={robot}", "task.ee_body="])
+def reach_core(robot: Path | str, mode: str = "delta") -> EnvCore:
+    """The reach preset's env core for ``robot`` (no DR), in joint deltas unless ``mode`` says otherwise (the
+    preset's ``auto`` drives the damped Panda in ``ee_delta``)."""
+    cfg = load_config("reach", [f"env.robot={robot}", "task.ee_body=", f"env.action_mode={mode}"])
     return EnvCore(cfg, load_dr("none"), 1, 0)
 
 
@@ -49,10 +51,21 @@ def reach_core(robot: Path | str) -> EnvCore:
     ],
 )
 def test_arms_that_follow_their_set_points_get_no_lead_bound(robot: str) -> None:
-    """No bound, and the env does not even keep the measured joints for it: the actions integrate as before."""
+    """No bound, and the env does not even keep the measured joints for it: the actions integrate as before; the
+    preset's ``env.action_mode: auto`` stays in joint deltas."""
     core = reach_core(robot)
     assert core.io.lead is None
     assert core._qpos is None
+    assert reach_core(robot, "auto").io.mode == "delta"
+
+
+def test_auto_drives_the_damped_panda_in_end_effector_steps() -> None:
+    """``auto`` resolves to ``ee_delta`` on the arm that cannot follow its set-points: a Cartesian step per period
+    solved at the measured joints, inside the same lead bound."""
+    core = reach_core(DAMPED, "auto")
+    assert core.io.mode == "ee_delta" and core.io.ee is not None and core.io.action_dim == 3
+    assert core.io.lead is not None
+    np.testing.assert_allclose(core.io.lead, reach_core(DAMPED).io.lead)
 
 
 def drive(io: PolicyIO, model: mujoco.MjModel, push_steps: int, rest_steps: int) -> tuple[np.ndarray, np.ndarray]:
@@ -130,11 +143,13 @@ def test_the_bound_does_not_slow_the_damped_panda() -> None:
 
 def test_deploy_applies_the_same_bound(tmp_path: Path) -> None:
     """The deploy core commands exactly what the training env does on the damped arm, with a policy that pushes
-    every joint the same way (so the bound is what shapes the set-points)."""
+    every action entry the same way (so the bound is what shapes the set-points); the preset's ``auto`` mode is
+    exported resolved (``ee_delta``) and deploy rebuilds it."""
     run = untrained_run(tmp_path / "run", f"env.robot={DAMPED}", "task.ee_body=", action_bias=1.0)
     target = resolve_target(run, OPEN)
+    assert json.loads((run / "policy" / "policy.json").read_text())["action"]["mode"] == "ee_delta"
     core = ControlCore(target)
-    assert core.io.lead is not None
+    assert core.io.lead is not None and core.io.mode == "ee_delta"
     env = RobotEnv(target.config, load_dr(target.config.dr), seed=3)
     obs, _ = env.reset()
     core.set_goal(env.core.goal[0])

@@ -77,7 +77,8 @@ class EnvConfig:
         ``absolute`` (actions map linearly onto each control range) or ``ee_delta`` (actions are a Cartesian
         step of the end effector, ``[dx, dy, dz]`` (+ ``dyaw`` with ``ee_yaw``) then one per driven gripper,
         turned into arm set-point steps by damped-least-squares IK inside the joint-delta bounds:
-        :mod:`embodied_ws.sim.ik`)
+        :mod:`embodied_ws.sim.ik`); ``auto``: ``ee_delta`` for an arm that cannot follow its joint set-points
+        (its measured joint speeds, :meth:`embodied_ws.sim.mapping.PolicyIO.auto_mode`), else ``delta``
     :param ee_yaw: ``ee_delta``: add a yaw action (rotation of the end effector about the world vertical)
     :param ee_orientation: ``ee_delta`` on an arm of six or more joints: ``hold`` keeps the hand at its home
         orientation (the heading is the policy's with ``ee_yaw``), ``free`` moves the position only (the hand
@@ -103,7 +104,7 @@ class EnvConfig:
     task: str = "reach"
     frame_skip: int = num(20, 0, 10_000, low_open=True)
     episode_steps: int = num(50, 0, 10_000_000, low_open=True)
-    action_mode: Literal["delta", "absolute", "ee_delta"] = "delta"
+    action_mode: Literal["delta", "absolute", "ee_delta", "auto"] = "delta"
     ee_yaw: bool = False
     ee_orientation: Literal["auto", "hold", "free"] = "auto"
     delta_scale: float = num(0.1, 0.0, 2.0, low_open=True)

@@ -44,8 +44,9 @@ def check_layout(meta: dict[str, Any], env: PolicyIO, cfg: RunConfig, where: str
     """
     robot = f"robot {env.robot.name!r} (task {cfg.env.task})"
     mode = meta.get("action", {}).get("mode")
-    if mode is not None and mode != cfg.env.action_mode:
-        raise UserError(f"action mode is {mode!r} in the policy but env.action_mode is {cfg.env.action_mode!r}", where)
+    if mode is not None and mode != env.mode:
+        wanted = cfg.env.action_mode if cfg.env.action_mode == env.mode else f"{cfg.env.action_mode} ({env.mode})"
+        raise UserError(f"action mode is {mode!r} in the policy but env.action_mode is {wanted!r}", where)
     yaw = meta.get("action", {}).get("ee_yaw")
     if mode == "ee_delta" and yaw is not None and bool(yaw) != cfg.env.ee_yaw:
         raise UserError(f"ee_yaw is {bool(yaw)} in the policy but env.ee_yaw is {cfg.env.ee_yaw}", where)

@@ -120,7 +120,7 @@ def export_policy(out_dir: Path, model: Any, venv: Any, core: EnvCore) -> Path:
         "action": {
             "size": core.io.action_dim,
             "actuators": r.actuator_names,
-            "mode": core.cfg.env.action_mode,
+            "mode": core.io.mode,
             "ee_yaw": core.cfg.env.ee_yaw,
             "ee_hold_orientation": bool(core.io.ee and core.io.ee.holds_orientation),
             "delta_actuators": core.delta_actuators.tolist(),

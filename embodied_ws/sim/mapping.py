@@ -113,6 +113,18 @@ LEAD_PERIODS = 2.0
 LEAD_HOLD_MARGIN = 2.0
 
 
+def lagging_joints(robot: Robot, task: Any, delta: np.ndarray, setpoint_speed: np.ndarray) -> np.ndarray | None:
+    """``(nu,)`` bool, the delta servos that cannot follow set-points moving at ``setpoint_speed`` (their measured
+    speed, :mod:`embodied_ws.sim.dynamics_probe`, is slower), or None when the arm follows: none lags, or the task
+    does not count those that do (a reach task counts only the joints that move the end effector)."""
+    speed = np.where(delta, setpoint_speed, np.inf)
+    lag = robot.dynamics().lagging(speed) & delta
+    arm_lags = getattr(task, "lagging_joints", None)
+    if not lag.any() or (arm_lags is not None and not arm_lags(speed).any()):
+        return None
+    return lag
+
+
 def setpoint_lead(
     robot: Robot, task: Any, delta: np.ndarray, setpoint_speed: np.ndarray, control_dt: float, ctrl_half: np.ndarray
 ) -> np.ndarray | None:
@@ -143,9 +155,8 @@ def setpoint_lead(
         return None
     speed = np.where(delta, setpoint_speed, np.inf)
     if getattr(task, "free_space", False):
-        lag = robot.dynamics().lagging(speed) & delta
-        arm_lags = getattr(task, "lagging_joints", None)
-        if not lag.any() or (arm_lags is not None and not arm_lags(speed).any()):
+        lag = lagging_joints(robot, task, delta, speed)
+        if lag is None:
             return None
     else:
         lag = delta.copy()
@@ -180,8 +191,9 @@ class PolicyIO:
         for k, g in zip(robot.gripper_actuators, robot.grippers, strict=False):
             self.ctrl_mid[k], self.ctrl_half[k], self.gripper[k] = g.ctrl_mid, g.ctrl_half, True
         #: actuators whose actions move a set-point (delta-mode servos) rather than set it
+        #: the action mode; ``auto`` resolved below (what ``policy.json`` records and deploy rebuilds)
         self.mode = cfg.env.action_mode
-        self.delta = self.servo & (self.mode in ("delta", "ee_delta")) & ~self.gripper
+        self.delta = self.servo & (self.mode in ("delta", "ee_delta", "auto")) & ~self.gripper
         self.any_delta, self.all_delta = bool(self.delta.any()), bool(self.delta.all())
         measured = robot.dynamics().measured_speeds() if self.any_delta else None
         self.delta_scale = joint_delta_scale(
@@ -197,6 +209,8 @@ class PolicyIO:
         self.lead = setpoint_lead(
             robot, task, self.delta, joint_speed / self.control_dt, self.control_dt, self.ctrl_half
         )
+        if self.mode == "auto":
+            self.mode = self.auto_mode(task, joint_speed / self.control_dt)
         self.obs_dim = task.obs_dim + (nu if self.any_delta else 0)
         #: ``ee_delta``: the end-effector mode (:mod:`embodied_ws.sim.ik`); None in the joint modes
         self.ee = None
@@ -206,6 +220,19 @@ class PolicyIO:
             )
         #: the policy's action size: one per actuator, or ``[dx, dy, dz(, dyaw)]`` + one per gripper
         self.action_dim = nu if self.ee is None else self.ee.action_dim
+
+    def auto_mode(self, task: Any, setpoint_speed: np.ndarray) -> str:
+        """``env.action_mode: auto``: ``ee_delta`` for an arm of position servos that cannot follow its joint
+        set-points (:func:`lagging_joints`), else ``delta``.
+
+        Joint deltas on such an arm integrate into set-points the joints reach seconds later, and the policy has
+        to learn the arm's inverse kinematics through that lag; end-effector steps are solved again at the
+        measured joints every period. On the heavily damped Panda (0.4-0.6 rad/s joints) reach rose from
+        0.82 in joint deltas to above 0.9 within the same 14 minutes (docs/benchmarks.md)."""
+        arm = ~self.gripper
+        servo_arm = arm.any() and self.servo[arm].all()
+        lags = servo_arm and lagging_joints(self.robot, task, self.delta, setpoint_speed) is not None
+        return "ee_delta" if lags else "delta"
 
     @staticmethod
     def holds_orientation(cfg: RunConfig, task: Any) -> bool:
