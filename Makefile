@@ -10,9 +10,6 @@ RUN ?= reach
 INSTALLER ?= uv
 # llama-cpp-python build: empty = auto (CUDA when nvidia-smi and nvcc are found), 0 = CPU, 1 = CUDA
 CUDA ?=
-# pytest-xdist workers for `make test`: one per core, at most 4 (TEST_JOBS=0 runs in this process); a test file
-# stays on one worker (its module fixtures are built once)
-TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 APT_PACKAGES := libegl1 libegl-mesa0 libgl1 libosmesa6 ignition-tools libsdformat-dev ffmpeg
 export MUJOCO_GL ?= egl
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
@@ -36,7 +33,7 @@ train: setup
 	$(BIN)/embodied-ws train --config reach --name $(RUN) $(if $(wildcard runs/$(RUN)/checkpoints/latest),--resume,)
 
 test: setup
-	$(BIN)/python -m pytest tests -n $(TEST_JOBS) --dist loadfile
+	$(BIN)/python -m pytest tests
 
 lint: setup
 	$(BIN)/ruff check embodied_ws tests bench

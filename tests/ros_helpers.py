@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 import time
-import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -16,20 +15,9 @@ def dds_environment() -> dict[str, str]:
     """Localhost-only discovery and a per-run domain id (``EMBODIED_TEST_DOMAIN`` overrides it).
 
     Tests marked ``ros`` get these in their environment through the ``dds_isolated`` fixture (conftest.py),
-    so every node they start inherits them; nothing is set at import time. Under pytest-xdist (``make test``
-    runs one worker per core) the workers of one run get distinct domains: the run's id picks a block, the
-    worker's index a domain in it.
+    so every node they start inherits them; nothing is set at import time.
     """
-    override = os.environ.get("EMBODIED_TEST_DOMAIN")
-    worker = os.environ.get("PYTEST_XDIST_WORKER")  # "gw0", "gw1", ...
-    if override is not None:
-        domain = int(override)
-    elif worker is not None:
-        count = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
-        run = zlib.crc32(os.environ.get("PYTEST_XDIST_TESTRUNUID", "").encode())
-        domain = 1 + (run % max(1, 100 // count)) * count + int(worker.removeprefix("gw")) % count
-    else:
-        domain = 1 + os.getpid() % 100
+    domain = int(os.environ.get("EMBODIED_TEST_DOMAIN", 1 + os.getpid() % 100))
     return {"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", "ROS_DOMAIN_ID": str(domain)}
 
 
