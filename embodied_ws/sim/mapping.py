@@ -155,7 +155,7 @@ def setpoint_lead(
         return None
     speed = np.where(delta, setpoint_speed, np.inf)
     if getattr(task, "free_space", False):
-        lag = lagging_joints(robot, task, delta, speed)
+        lag = lagging_joints(robot, task, delta, setpoint_speed)
         if lag is None:
             return None
     else:
