@@ -30,8 +30,7 @@ DOMAIN_ARROWS: dict[tuple[str, str], str] = {
 }
 #: module arrows that remain only until the policy/ package owns what they reach for; each one is listed so the
 #: test fails on any new one, and fails when one is gone (then delete its line)
-TO_REMOVE: dict[str, str] = {
-}
+TO_REMOVE: dict[str, str] = {}
 #: sim modules that construct envs: deploy must not reach them except through :data:`TO_REMOVE`
 ENV_CONSTRUCTION = {"embodied_ws.sim.core", "embodied_ws.sim.env", "embodied_ws.sim.vec_env"}
 

@@ -31,16 +31,19 @@ PERIOD = 1.0 / 25
 
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A short arm3 reach run (DR off, ≤ 400 k steps, early stop at 85 %) that reaches targets; trained once.
+    """A short arm3 reach run in end-effector deltas (DR off, ≤ 400 k steps, early stop at 85 %) that reaches
+    targets; trained once. ``ee_delta`` learns reach in a fraction of joint deltas' steps (docs/benchmarks.md), and
+    the node then runs the deploy side's IK against the simulated robot.
 
     ``EMBODIED_TEST_DEPLOY_RUN=runs/NAME`` reuses a run trained before (while iterating on the tests).
     """
     if os.environ.get("EMBODIED_TEST_DEPLOY_RUN"):
         return Path(os.environ["EMBODIED_TEST_DEPLOY_RUN"])
     runs = tmp_path_factory.mktemp("deploy_runs")
-    # ~80-90 % in-process success after 400 k steps (150 k gave ~40 %: too weak to reach 3 of 4 targets)
-    sets = ["dr=none", "train.total_timesteps=400000", "train.eval_every=50000", "train.target_success=0.85",
-            "train.final_eval_episodes=64", "train.checkpoint_every=0", "train.curriculum_steps=0"]  # fmt: skip
+    # joint deltas: ~80-90 % in-process success after 400 k steps (150 k gave ~40 %: too weak to reach 3 of 4)
+    sets = ["dr=none", "env.action_mode=ee_delta", "train.total_timesteps=400000", "train.eval_every=50000",
+            "train.target_success=0.85", "train.final_eval_episodes=64", "train.checkpoint_every=0",
+            "train.curriculum_steps=0"]  # fmt: skip
     t = time.monotonic()
     proc = subprocess.run(train_cmd(runs, "reach", sets), cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -61,8 +61,10 @@ def _check_offsets(probe: FaultProbe, what: str, known: tuple = ()) -> float:
     print(f"{what}: {len(offsets)} commands, largest distance from the measured pose {worst:.4f} rad")
     if worst > MAX_STEP + 1e-6:
         tc = [tc for tc, _, _ in probe.commands][offsets.index(worst)]
-        pytest.fail(f"{what}: a command {worst:.4f} from every measured pose it could have had (limit {MAX_STEP}); "
-                    f"what this probe saw around it (s from the command):\n{probe.timeline(tc)}")
+        pytest.fail(
+            f"{what}: a command {worst:.4f} from every measured pose it could have had (limit {MAX_STEP}); "
+            f"what this probe saw around it (s from the command):\n{probe.timeline(tc)}"
+        )
     return worst
 
 

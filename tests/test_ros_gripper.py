@@ -64,8 +64,10 @@ def test_a_gripper_policy_drives_the_stand_in_plant_on_its_own_topic_inside_its_
         assert probe.wait(lambda: jaw and jaw[-1] > 1.4, 20), jaw[-5:]
         values = np.array([c for _, c in grip])
         steps = np.abs(np.diff(values))
-        print(f"{len(values)} gripper commands from {values[0]:.3f} to {values[-1]:.3f} rad, largest step "
-              f"{steps.max():.4f} (limit {max_step:.4f}); measured jaw {jaw[-1]:.3f}")
+        print(
+            f"{len(values)} gripper commands from {values[0]:.3f} to {values[-1]:.3f} rad, largest step "
+            f"{steps.max():.4f} (limit {max_step:.4f}); measured jaw {jaw[-1]:.3f}"
+        )
         assert np.isfinite(values).all() and values.min() >= -0.2 - 1e-9 and values.max() <= 1.6 + 1e-9
         assert steps.max() <= max_step + 1e-9 and (steps > max_step / 2).sum() >= 3  # it really ramped
         assert probe.commands and all(c.shape == (3,) for _, _, c in probe.commands)  # the arm's joints alone

@@ -140,6 +140,9 @@ class TaskConfig:
         [-1, 1] (-1 closed, +1 open), mapped to its actuator's set-point, mimic followers following
         (:mod:`embodied_ws.sim.gripper`); a robot whose gripper cannot be driven that way is refused with
         one line naming its joints
+    :param gripper_command: how a gripper's action sets its set-point: ``continuous`` (default: linear,
+        -1 closed .. +1 open) or ``binary`` (below 0 fully closed, else fully open, as VLA datasets record
+        the gripper): a position-servo gripper squeezes with its full force only when commanded fully closed
     :param object_size: push: edge of the cube (m); 0: sized for the gripper's stroke (0.5 × the open
         fingertip gap, 2-6 cm), 5 cm for an arm without a gripper
     :param object_mass: push: mass of the cube (kg)
@@ -173,6 +176,7 @@ class TaskConfig:
     precision_weight: float = num(0.0, *WEIGHT)
     approach_speed: float = num(0.0, 0.0, 1000.0)
     gripper: Literal["held", "action"] = "held"
+    gripper_command: Literal["continuous", "binary"] = "continuous"
     object_size: float = num(0.0, 0.0, 1.0)
     object_mass: float = num(0.1, 0.0, 100.0, low_open=True)
     object_yaw_noise: float = num(0.5, 0.0, 3.1416)

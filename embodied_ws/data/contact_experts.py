@@ -104,15 +104,19 @@ class PushExpert(_DLSExpert):
         behind = pp.copy()
         behind[:2] -= u * 0.03
         if not self.pushing:
+            high = sc.push_height + 2.5 * sc.cube_half  # the fingertips above the cube's top
             if np.linalg.norm(ee[:2] - behind[:2]) > 0.02:
-                return self.command(np.array([*behind[:2], sc.push_height + 2.5 * sc.cube_half]), -1.0)
+                near = np.linalg.norm(ee[:2] - cube[:2]) < sc.push_radius + 3 * sc.cube_half
+                if near and ee[2] < high - 0.01:  # going round from beside the cube: up first, not through it
+                    return self.command(np.array([*ee[:2], high]), -1.0)
+                return self.command(np.array([*behind[:2], high]), -1.0)
             if abs(ee[2] - sc.push_height) > 0.01:
                 return self.command(behind, -1.0)
             self.pushing = True
         if np.linalg.norm(ee[:2] - pp[:2]) > 0.05:  # lost the cube: go round again
             self.pushing = False
         end = pp.copy()
-        end[:2] = goal[:2] - u * (sc.cube_half + sc.tool_radius) + u * 0.01
+        end[:2] = goal[:2] - u * (sc.cube_half + sc.push_radius) + u * 0.01
         return self.command(end, -1.0, self.push_step)
 
 

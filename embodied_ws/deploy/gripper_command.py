@@ -235,7 +235,8 @@ class GripperLoop:
             return None
         timeout = core.limits.inference_timeout_s
         if core.envelope.status.mode in _FOLLOW and not (timeout > 0 and core.compute_s > timeout):
-            return self.command.step(core.policy_action[self.slots], self.measured())
+            action = core.io.gripper_actions(core.policy_action[self.slots])  # task.gripper_command, as trained
+            return self.command.step(action, self.measured())
         return self.command.hold()
 
 

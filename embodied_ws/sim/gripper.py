@@ -382,3 +382,10 @@ def require_drivable(grippers: list[Gripper], where: str) -> list[Gripper]:
                 f"task.gripper is action but its gripper ({', '.join(g.joints)}) cannot be driven: {g.problem}", where
             )
     return grippers
+
+
+def binary_command(actions: np.ndarray) -> np.ndarray:
+    """``task.gripper_command: binary``: gripper actions below 0 → -1 (fully closed), the rest → +1 (fully
+    open); a not-finite action stays as it is (the deploy side holds the gripper on it, never opens it)."""
+    a = np.asarray(actions, dtype=np.float64)
+    return np.where(np.isfinite(a), np.where(a < 0.0, -1.0, 1.0), a)

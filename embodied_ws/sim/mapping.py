@@ -26,6 +26,7 @@ import numpy as np
 
 from embodied_ws.config.schema import RunConfig
 from embodied_ws.sim import robot_defaults as rd
+from embodied_ws.sim.gripper import binary_command
 from embodied_ws.sim.ik import EEDelta, ee_speed
 from embodied_ws.sim.robot import Robot, load_robot
 from embodied_ws.sim.tasks import TASKS
@@ -190,6 +191,8 @@ class PolicyIO:
         self.gripper = np.zeros(nu, dtype=bool)
         for k, g in zip(robot.gripper_actuators, robot.grippers, strict=False):
             self.ctrl_mid[k], self.ctrl_half[k], self.gripper[k] = g.ctrl_mid, g.ctrl_half, True
+        #: ``task.gripper_command: binary``: a gripper's action closes it fully or opens it fully
+        self.binary_gripper = cfg.task.gripper_command == "binary" and bool(self.gripper.any())
         #: the action mode; ``auto`` resolved below (what ``policy.json`` records and deploy rebuilds)
         self.mode = cfg.env.action_mode
         #: actuators whose actions move a set-point (delta-mode servos) rather than set it
@@ -293,7 +296,16 @@ class PolicyIO:
         elif self.any_delta:
             moved = clip_unit(setpoint + self.delta_scale * a)
             a = setpoint = np.where(self.delta, moved, a)
+        if self.binary_gripper:
+            tracked = setpoint is a  # the set-points the observation shows carry the command as applied
+            a = a.copy()
+            a[:, self.gripper] = binary_command(a[:, self.gripper])
+            setpoint = a if tracked else setpoint
         return setpoint, self.ctrl_mid + self.ctrl_half * a
+
+    def gripper_actions(self, actions: np.ndarray) -> np.ndarray:
+        """The grippers' entries of a policy action as they set the grippers (``binary``: -1 or +1)."""
+        return binary_command(actions) if self.binary_gripper else np.asarray(actions, dtype=np.float64)
 
     def observe(
         self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray, setpoint: np.ndarray

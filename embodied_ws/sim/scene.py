@@ -59,7 +59,10 @@ class Scene:
     :param push_height: end-effector height at which it pushes the cube (m)
     :param spots: ``(m, 2)`` cube/goal positions on the table: centres of grid cells reachable at
         :attr:`push_height` with every cell around them (a spot is drawn anywhere within :attr:`spot_jitter`)
-    :param tool_radius: how far the tool's surface reaches beyond the end-effector point (m)
+    :param tool_radius: how far the tool's surface reaches beyond the end-effector point (m), in the home pose
+        (a gripper as it stands there: the room the scene leaves around the cube)
+    :param push_radius: the same with the driven grippers closed, the pose a gripper pushes in (a Panda's
+        closed fingers reach 1.4 cm, open 5.4 cm); :attr:`tool_radius` when no gripper is driven
     :param object_qpos: address of the cube's free joint in ``qpos`` (7 entries)
     :param object_qvel: address of the cube's free joint in ``qvel`` (6 entries)
     :param grasp_sensor: address in ``sensordata`` of the grasp point's position (3 entries, :data:`GRASP`)
@@ -73,6 +76,7 @@ class Scene:
     push_height: float
     spots: np.ndarray
     tool_radius: float
+    push_radius: float = 0.0
     spot_jitter: float = _CELL / 2
     object_qpos: int = 0
     grasp_sensor: int = 0
@@ -150,6 +154,22 @@ def tool_extent(model: mujoco.MjModel, data: mujoco.MjData, ee: np.ndarray) -> t
     low = min(z for z, _ in rows)
     radius = max(r for z, r in rows if z < low + 0.03)
     return float(max(ee[2] - low, 0.0)), float(np.clip(radius, 0.005, 0.08))
+
+
+def closed_tool_radius(robot: Robot, home_radius: float) -> float:
+    """The tool's sideways reach (:func:`tool_extent`) in the home pose with every driven gripper closed, the
+    pose a gripper arm pushes in; ``home_radius`` when the robot drives no gripper (held, or none)."""
+    from embodied_ws.sim.gripper import place
+
+    if not robot.gripper_actuators:
+        return home_radius
+    model, qpos = robot.model, robot.home_qpos
+    for g in robot.grippers[: len(robot.gripper_actuators)]:
+        qpos = place(model, qpos, g, -1.0)
+    data = mujoco.MjData(model)
+    data.qpos[:] = qpos
+    mujoco.mj_forward(model, data)
+    return tool_extent(model, data, data.sensordata[robot.ee_sensor_idx].copy())[1]
 
 
 def grasp_point(model: mujoco.MjModel, data: mujoco.MjData) -> np.ndarray:
@@ -268,6 +288,7 @@ def plan_scene(robot: Robot, cube_half: float, joint_margin: float = 0.0) -> Sce
         push_height=top + lift,
         spots=spots,
         tool_radius=tool_radius,
+        push_radius=closed_tool_radius(robot, tool_radius),
     )
 
 

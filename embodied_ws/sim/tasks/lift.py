@@ -14,6 +14,7 @@ import numpy as np
 
 from embodied_ws.config.schema import TaskConfig
 from embodied_ws.core.errors import UserError
+from embodied_ws.sim.gripper import binary_command
 from embodied_ws.sim.robot import Robot
 from embodied_ws.sim.tasks.base import TASKS
 from embodied_ws.sim.tasks.push import PushTask
@@ -84,9 +85,12 @@ class LiftTask(PushTask):
         return gap0 + (qpos[:, self._grip_q] - closed) / span * gap_span
 
     def commanded_gap(self, action: np.ndarray) -> np.ndarray:
-        """``(n,)`` fingertip gap (m) the gripper's action asks for (absolute: -1 closed, +1 open)."""
+        """``(n,)`` fingertip gap (m) the gripper's action asks for (absolute: -1 closed, +1 open; with
+        ``task.gripper_command: binary`` fully closed below 0, else fully open)."""
         _, _, gap0, gap_span = self._gap
-        return gap0 + (np.clip(action[:, self.gripper_action], -1.0, 1.0) + 1.0) / 2.0 * gap_span
+        a = action[:, self.gripper_action]
+        a = binary_command(a) if self.cfg.gripper_command == "binary" else np.clip(a, -1.0, 1.0)
+        return gap0 + (a + 1.0) / 2.0 * gap_span
 
     def held(self, qpos: np.ndarray, sensordata: np.ndarray, action: np.ndarray | None = None) -> np.ndarray:
         """``(n,)`` bool: the cube is between the fingers and they have stopped on it, squeezing: with ``action``,

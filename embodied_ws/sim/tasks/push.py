@@ -141,7 +141,7 @@ class PushTask(Task):
         d = goal[:, :2] - cube[:, :2]
         norm = np.linalg.norm(d, axis=1, keepdims=True)
         u = np.where(norm > 1e-6, d / np.maximum(norm, 1e-6), self.scene.table_axes[0])
-        xy = cube[:, :2] - u * (self.scene.cube_half + self.scene.tool_radius)
+        xy = cube[:, :2] - u * (self.scene.cube_half + self.scene.push_radius)
         return np.column_stack([xy, np.full(len(xy), self.scene.push_height)])
 
     @override
