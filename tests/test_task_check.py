@@ -14,6 +14,8 @@ import pytest
 from embodied_ws.cli import main
 from embodied_ws.sim.grip_hold import SLIP_LIMIT, free_bodies, grip_hold
 
+MENAGERIE_DIR = Path(__file__).parent / "fixtures" / "robots" / "menagerie"
+
 #: broken variants of reach, each wrong in one way (the module is written to a folder on sys.path)
 BROKEN = """
 import numpy as np
@@ -293,3 +295,30 @@ def test_grip_hold_margin_follows_friction(tmp_path: Path) -> None:
     assert margins[1] > 1.5 * margins[0]
     with pytest.raises(ValueError, match="not a body with a free joint"):
         grip_hold(model, model.qpos0, np.zeros(4), np.zeros(4), fingers, "base")
+
+
+def test_a_dr_range_too_heavy_for_the_grip_is_warned(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The Panda holds its lift cube at the push preset's hardest draw (2x heavier, 0.9x smaller, the least
+    friction); a DR that may draw a 3x heavier cube is warned about: those episodes cannot succeed."""
+    panda = str(MENAGERIE_DIR / "panda.xml")
+    code, lines, report = _check(capsys, panda, "lift", "--config", "push", "--set", "task.gripper=action")
+    hardest = "object_mass x2, object_size x0.9, object_friction x0.5, fingertip_friction x0.7"
+    assert any(ln.startswith(f"ok: grip: held at DR's hardest draw ({hardest}): ") for ln in lines), lines
+    assert code == 0 and report["measured"]["grip"]["dr_worst"]["held"]
+    heavy = tmp_path / "heavy.yaml"
+    heavy.write_text(
+        "params:\n  object_mass: {dist: loguniform, range: [0.5, 3.0], mode: scale}\n"
+        "  object_friction: {dist: loguniform, range: [0.5, 1.5], mode: scale}\n"
+        "  fingertip_friction: {dist: loguniform, range: [0.7, 1.5], mode: scale}\n"
+    )
+    sets = ["--set", "task.gripper=action", "--set", f"dr={heavy}"]
+    code, lines, report = _check(capsys, panda, "lift", "--config", "push", *sets)
+    (warn,) = [ln for ln in lines if ln.startswith("warn: grip: ")]
+    assert warn.startswith(
+        "warn: grip: DR's hardest draw (object_mass x3, object_friction x0.5, fingertip_friction x0.7) makes "
+        "the gripper drop"
+    )
+    assert "; fix: narrow those DR ranges (dr.params)" in warn
+    measured = report["measured"]["grip"]
+    assert measured["held"] and not measured["dr_worst"]["held"] and measured["dr_worst"]["weight_n"] > 1.1
+    assert code == 0  # a warning: the nominal cube is held

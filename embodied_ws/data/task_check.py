@@ -13,7 +13,8 @@ episode length. From those episodes:
 - **observations**: every entry is finite (NaN/inf is blocking) and its range (reported; a huge one warned);
 - **grip**: for a task with an object (the task's ``object_body`` attribute, else the scene's first free body)
   and ``task.gripper: action``, the gripper closes on the object at the home pose, a lift's load acts, the
-  object hangs in the fingers (:mod:`embodied_ws.sim.grip_hold`): slip and friction margin;
+  object hangs in the fingers (:mod:`embodied_ws.sim.grip_hold`): slip and friction margin; then again at the
+  hardest draw of the run's DR (the heaviest, smallest, most slippery object: :func:`worst_grip_draw`);
 - **episode length**: the steps the expert needs to succeed, and the time its joint travel takes at the arm's
   measured joint speeds (:meth:`~embodied_ws.sim.robot.Robot.dynamics`), against the episode's steps.
 
@@ -22,9 +23,10 @@ Each finding is one line with its fix; a ``block`` finding means the task cannot
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -42,6 +44,11 @@ from embodied_ws.data.task_findings import (
     check_terms,
 )
 from embodied_ws.policy.rollout import Step, rollout
+from embodied_ws.randomization.sampler import DRSampler
+from embodied_ws.randomization.spec import DRSpec
+
+if TYPE_CHECKING:
+    from embodied_ws.sim.grip_hold import HoldResult
 
 
 @dataclass
@@ -142,9 +149,32 @@ def _episode(env: Any, actor: Any, seed: int, out: Rollouts) -> None:
     out.first_success.append(first[0] if first else None)
 
 
-def check_grip(env: Any) -> tuple[list[Finding], dict[str, Any]]:
+#: DR terms of a grasp and the end of each range that makes the object hardest to hold: the heaviest, the
+#: smallest (a position-servo gripper squeezes a smaller object less) and the most slippery
+GRIP_WORST_END = {"object_mass": "high", "object_size": "low", "object_friction": "low", "fingertip_friction": "low"}
+
+
+def worst_grip_draw(spec: DRSpec | None) -> DRSpec | None:
+    """The DR draw hardest on a grasp (:data:`GRIP_WORST_END` of each range, as fixed values); None when the
+    spec randomizes none of those terms."""
+    if spec is None:
+        return None
+    worst = [
+        replace(p, low=v, high=v)
+        for p in spec.active()
+        if p.name in GRIP_WORST_END
+        for v in [p.high if GRIP_WORST_END[p.name] == "high" else p.low]
+    ]
+    return DRSpec(tuple(worst)) if worst else None
+
+
+def check_grip(env: Any, run_dr: DRSpec | None = None) -> tuple[list[Finding], dict[str, Any]]:
     """The gripper holds the task's object (:mod:`embodied_ws.sim.grip_hold`); skipped without a driven gripper
-    and an object (a ``object_body`` attribute of the task, else the first free body of the scene)."""
+    and an object (a ``object_body`` attribute of the task, else the first free body of the scene).
+
+    :param run_dr: the DR the run trains under: when the nominal grasp holds, it is tried again at the draw
+        hardest on it (:func:`worst_grip_draw`), and a drop there is a warning (those episodes cannot succeed)
+    """
     import mujoco
 
     from embodied_ws.sim.grip_hold import CREEP_WARN, free_bodies, grip_hold, needs_elliptic
@@ -165,22 +195,16 @@ def check_grip(env: Any) -> tuple[list[Finding], dict[str, Any]]:
     opened, closed = hold.copy(), hold.copy()
     opened[robot.gripper_actuators], closed[robot.gripper_actuators] = 1.0, -1.0
     joints = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, n) for g in robot.grippers for n in g.joints]
+
+    def hold(on: mujoco.MjModel) -> HoldResult:
+        ctrl_open, ctrl_closed = core.ctrl_mid + core.ctrl_half * opened, core.ctrl_mid + core.ctrl_half * closed
+        return grip_hold(on, qpos, ctrl_open, ctrl_closed, [j for j in joints if j >= 0], obj)
+
     try:
-        res = grip_hold(
-            model,
-            qpos,
-            core.ctrl_mid + core.ctrl_half * opened,
-            core.ctrl_mid + core.ctrl_half * closed,
-            [j for j in joints if j >= 0],
-            obj,
-        )
+        res = hold(model)
     except ValueError as exc:
         return [Finding("grip", "skip", f"no object/gripper: {exc}")], {}
-    contact = "" if res.contact_at_end else ", no finger contact at the end"
-    text = (
-        f"{obj!r}: slip {1000 * res.slip_m:.1f} mm over lift and hold, friction margin {res.margin:.2f} "
-        f"(mu {res.friction:.2f} x normal {res.normal_force_n:.3g} N / weight {res.weight_n:.3g} N{contact})"
-    )
+    text = _hold_text(obj, res)
     cone = (
         '; MuJoCo\'s pyramidal cone slips early: <option cone="elliptic" impratio="10"/>'
         if needs_elliptic(model)
@@ -193,7 +217,29 @@ def check_grip(env: Any) -> tuple[list[Finding], dict[str, Any]]:
         what = "creeps" if res.slip_m > CREEP_WARN else f"holds with a friction margin under {MARGIN_WARN}"
         fix = "raise fingertip friction or the gripper force so DR of mass and friction cannot make it slip" + cone
         return [Finding("grip", "warn", f"the gripper {what}: {text}", fix)], res.to_dict()
-    return [Finding("grip", "ok", f"held: {text}")], res.to_dict()
+    findings, measured = [Finding("grip", "ok", f"held: {text}")], res.to_dict()
+    worst = worst_grip_draw(run_dr)
+    if worst is not None:
+        hard = copy.deepcopy(model)
+        DRSampler(worst, hard, 0).sample_reset(hard)
+        at = ", ".join(f"{p.name} {'x' if p.mode == 'scale' else '='}{p.low:g}" for p in worst.params)
+        res_worst = hold(hard)
+        measured["dr_worst"] = {"draw": at, **res_worst.to_dict()}
+        if res_worst.held:
+            findings.append(Finding("grip", "ok", f"held at DR's hardest draw ({at}): {_hold_text(obj, res_worst)}"))
+        else:
+            fix = "narrow those DR ranges (dr.params) or raise the gripper force: no policy lifts what slips" + cone
+            message = f"DR's hardest draw ({at}) makes the gripper drop {_hold_text(obj, res_worst)}"
+            findings.append(Finding("grip", "warn", message, fix))
+    return findings, measured
+
+
+def _hold_text(obj: str, res: HoldResult) -> str:
+    contact = "" if res.contact_at_end else ", no finger contact at the end"
+    return (
+        f"{obj!r}: slip {1000 * res.slip_m:.1f} mm over lift and hold, friction margin {res.margin:.2f} "
+        f"(mu {res.friction:.2f} x normal {res.normal_force_n:.3g} N / weight {res.weight_n:.3g} N{contact})"
+    )
 
 
 def _guarded[T](task: str, actor: str, fn: Callable[[], T]) -> T:
@@ -271,7 +317,9 @@ def task_check(
     findings += check_reward_vs_success(random, expert)
     obs_findings, ranges = check_observations([random] + ([expert] if expert else []), env.core.task.obs_names())
     findings += obs_findings
-    grip, grip_measured = check_grip(env)
+    # the grasp is also tried at the hardest draw of the DR the run trains under (not the rollouts' --dr)
+    run_dr = load_config(config, [f"env.robot={robot}", f"env.task={task}", *(overrides or [])]).dr
+    grip, grip_measured = check_grip(env, load_dr(run_dr))
     findings += grip
     length, length_measured = check_episode_length(
         expert, env.core.episode_steps, env.core.control_dt, joint_speeds(env.core)
