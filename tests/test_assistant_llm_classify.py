@@ -65,7 +65,10 @@ def test_doctor_llm_asks_for_a_pick_only_when_unsure(cli, tmp_path: Path) -> Non
     model = build_tiny_gguf(tmp_path / "tiny.gguf", n_layer=2, n_head_kv=2, n_ctx=1024)
     odd = tmp_path / "odd.log"
     odd.write_text(ODD)
-    out = json.loads(cli("doctor", str(odd), "--json", "--llm", "--model", str(model)).stdout)
+    # a short answer: llama-cpp-python's streaming re-detokenizes the whole completion at each token, and the random
+    # model's byte tokens (invalid UTF-8) make it hold text back and do so again per held token: 768 took 170 s
+    args = ("doctor", str(odd), "--json", "--llm", "--model", str(model), "--max-tokens", "32")
+    out = json.loads(cli(*args).stdout)
     assert out["unsure"] is True and set(out["llm"]["verdict"]) == {"id", "answer"}
     assert out["llm"]["verdict"]["id"] in (None, *[f["id"] for f in out["findings"]], *_known())
     # a sure answer asks no pick: tests/test_assistant_llm.py::test_doctor_llm_with_tiny_model
@@ -75,3 +78,11 @@ def _known() -> list[str]:
     from embodied_ws.assistant.rules import builtin_rules
 
     return builtin_rules().ids()
+
+
+def test_max_tokens_is_checked_and_its_default_documented(cli) -> None:
+    from embodied_ws.assistant.doctor import ANSWER_TOKENS
+
+    assert f"(default: {ANSWER_TOKENS})" in " ".join(cli("doctor", "--help").stdout.split())
+    proc = cli("doctor", "-", "--llm", "--max-tokens", "0")
+    assert proc.returncode == 2 and "--max-tokens" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

@@ -54,18 +54,25 @@ def triage_source(source: str, rule_files: list[Path] | None = None) -> tuple[Tr
     return t, list(tail)
 
 
-#: answer length of ``doctor --llm`` (a report: R1 reasons in <think> first)
+#: answer length of ``doctor --llm`` (a report: R1 reasons in <think> first); ``--max-tokens`` sets another
+#: (its help text names this default)
 ANSWER_TOKENS = 768
 
 
 def explain_with_llm(
-    findings: list[Finding], tail: list[str], model: Path, question: str = "", unsure: Triage | None = None
+    findings: list[Finding],
+    tail: list[str],
+    model: Path,
+    question: str = "",
+    unsure: Triage | None = None,
+    max_tokens: int = ANSWER_TOKENS,
 ) -> dict[str, Any]:
     """Ask the local model about the log; returns the plan, the answer and the (hidden) reasoning.
 
     :param unsure: the triage of a log whose answer is "unsure": the model first picks one taxonomy id or
         "none" from its error lines, template matches and top-3 candidates (``verdict``, see
         :mod:`embodied_ws.assistant.llm_classify`)
+    :param max_tokens: longest answer (tokens, the ``<think>`` part included)
     """
     from embodied_ws.assistant.llm import load_llm, split_think
     from embodied_ws.assistant.llm_classify import classify
@@ -74,9 +81,9 @@ def explain_with_llm(
     llm = load_llm(model)
     verdict = classify(llm, unsure, findings).to_dict() if unsure is not None else None
     excerpts = error_excerpts(tail, is_error_line) or ["\n".join(tail[-15:])]
-    budget = llm.prompt_budget(ANSWER_TOKENS)
+    budget = llm.prompt_budget(max_tokens)
     packed = pack_context(question, findings, excerpts, budget=budget, count=llm.count_tokens)
-    text = "".join(llm.stream(packed.system, packed.user, max_tokens=ANSWER_TOKENS))
+    text = "".join(llm.stream(packed.system, packed.user, max_tokens=max_tokens))
     llm.close()
     parts = split_think(text)
     return {
@@ -141,8 +148,15 @@ def render_text(
     return "\n".join(out)
 
 
-def run(source: str, as_json: bool, use_llm: bool, model: Path | None, rule_files: list[Path] | None) -> int:
-    """The ``doctor LOG`` verb."""
+def run(
+    source: str,
+    as_json: bool,
+    use_llm: bool,
+    model: Path | None,
+    rule_files: list[Path] | None,
+    max_tokens: int | None = None,
+) -> int:
+    """The ``doctor LOG`` verb (``max_tokens``: the model's answer length, default :data:`ANSWER_TOKENS`)."""
     t, tail = triage_source(source, rule_files)
     findings = t.findings()
     unsure = t.is_unsure(findings)
@@ -151,7 +165,9 @@ def run(source: str, as_json: bool, use_llm: bool, model: Path | None, rule_file
     if use_llm:
         from embodied_ws.assistant.download import default_model_path
 
-        llm = explain_with_llm(findings, tail, model or default_model_path(), unsure=t if unsure else None)
+        answer = max_tokens or ANSWER_TOKENS
+        path = model or default_model_path()
+        llm = explain_with_llm(findings, tail, path, unsure=t if unsure else None, max_tokens=answer)
     if as_json:
         out = {"findings": [f.to_dict() for f in findings], "llm": llm, "lines": t.lines}
         out |= {"error_lines": t.errors.n_error, "warning_lines": t.errors.n_warn}

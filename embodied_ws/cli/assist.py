@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from embodied_ws.cli.argtypes import positive_int
 from embodied_ws.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -34,7 +35,8 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     from embodied_ws.assistant.doctor import run
 
     rules = [Path(r) for r in args.rules or []]
-    return run(args.log, args.json, args.llm, Path(args.model) if args.model else None, rules)
+    model = Path(args.model) if args.model else None
+    return run(args.log, args.json, args.llm, model, rules, max_tokens=args.max_tokens)
 
 
 def _print_gpu_table(report: dict[str, object]) -> None:
@@ -78,6 +80,10 @@ def register(add_verb: AddVerb) -> None:
     d.add_argument("--env", action="store_true", help="check Python/ROS/torch/CUDA/MuJoCo GL/ffmpeg/llama.cpp")
     d.add_argument("--llm", action="store_true", help="add the local model's explanation")
     d.add_argument("--model", help="GGUF file (default: the downloaded default model)")
+    d.add_argument(
+        "--max-tokens", type=positive_int(32768), metavar="N",
+        help="longest answer of the local model, its reasoning included (default: 768)",
+    )  # fmt: skip
     d.add_argument("--rules", action="append", metavar="YAML", help="extra rules file; repeatable")
 
     a = add_verb(
