@@ -10,7 +10,9 @@ import numpy as np
 
 
 def untrained_run(run_dir: Path, *overrides: str, action_bias: float | None = None) -> Path:
-    """Write ``run_dir/config.yaml`` and ``run_dir/policy/`` from a freshly initialised PPO (arm3 reach, DR off).
+    """Write ``run_dir/config.yaml`` and ``run_dir/policy/`` from a freshly initialised PPO (arm3 reach, DR off),
+    in joint deltas (an action is a push on each joint, what the envelope and fault tests reason in; the preset's
+    ``auto`` would give ``ee_delta``): ``env.action_mode=...`` in ``overrides`` picks another mode.
 
     The weights are random (seeded) but the files, shapes and normalization are exactly what
     ``embodied-ws train`` exports.
@@ -27,7 +29,7 @@ def untrained_run(run_dir: Path, *overrides: str, action_bias: float | None = No
     from embodied_ws.rl.run import save_run_config
     from embodied_ws.sim.env import RobotEnv
 
-    cfg = load_config("reach", ["dr=none", *overrides])
+    cfg = load_config("reach", ["dr=none", "env.action_mode=delta", *overrides])
     env = RobotEnv(cfg, load_dr(cfg.dr), seed=0)
     venv = VecNormalize(DummyVecEnv([lambda: env]), norm_obs=True, norm_reward=False)
     venv.seed(0)

@@ -275,7 +275,7 @@ def test_ros2_control_without_gripper_interface_refused(cli, tmp_path: Path) -> 
     ],
 )
 def test_env_gripper_action_opens_and_closes(robot: str) -> None:
-    cfg = load_config("reach", [f"env.robot={robot}", "task.gripper=action"])
+    cfg = load_config("reach", [f"env.robot={robot}", "task.gripper=action", "env.action_mode=delta"])
     env = RobotEnv(cfg, load_dr("none"), seed=0)
     r = env.core.robot
     (g,) = r.grippers
@@ -310,7 +310,8 @@ def test_reach_keeps_gripper_held() -> None:
     cfg = load_config("reach", [f"env.robot={MENAGERIE / 'panda.xml'}"])
     assert cfg.task.gripper == "held"
     env = RobotEnv(cfg, load_dr("none"), seed=0)
-    assert env.action_space.shape == (7,) and env.core.robot.gripper_actuators == []
+    # the preset's auto mode: end-effector steps, and no gripper entry among the actions
+    assert env.action_space.shape == (3,) and env.core.io.mode == "ee_delta" and env.core.robot.gripper_actuators == []
     env.close()
 
 

@@ -14,6 +14,7 @@ import pytest
 from deploy_helpers import deploy_parity, untrained_run
 
 from embodied_ws.config.loader import load_config, load_dr
+from embodied_ws.core.errors import ConfigError
 from embodied_ws.deploy.artifact import resolve_target
 from embodied_ws.deploy.control import ControlCore
 from embodied_ws.rl.backends import env_hooks, make_vec_env
@@ -52,16 +53,17 @@ def reach_core(robot: Path | str, mode: str = "delta") -> EnvCore:
 )
 def test_arms_that_follow_their_set_points_get_no_lead_bound(robot: str) -> None:
     """No bound, and the env does not even keep the measured joints for it: the actions integrate as before; the
-    preset's ``env.action_mode: auto`` stays in joint deltas."""
+    preset's ``env.action_mode: auto`` drives these arms of position servos in end-effector steps, unbounded too."""
     core = reach_core(robot)
     assert core.io.lead is None
     assert core._qpos is None
-    assert reach_core(robot, "auto").io.mode == "delta"
+    auto = reach_core(robot, "auto").io
+    assert auto.mode == "ee_delta" and auto.ee is not None and auto.lead is None
 
 
 def test_auto_drives_the_damped_panda_in_end_effector_steps() -> None:
-    """``auto`` resolves to ``ee_delta`` on the arm that cannot follow its set-points: a Cartesian step per period
-    solved at the measured joints, inside the same lead bound."""
+    """``auto`` resolves to ``ee_delta`` on the arm that cannot follow its set-points too: a Cartesian step per
+    period solved at the measured joints, inside the same lead bound."""
     core = reach_core(DAMPED, "auto")
     assert core.io.mode == "ee_delta" and core.io.ee is not None and core.io.action_dim == 3
     assert core.io.lead is not None
@@ -248,3 +250,12 @@ def test_contact_tasks_bound_the_set_points_of_a_hand_pressed_down() -> None:
     windup_free, rise_free = pressed_hand(bound=False)
     assert windup < 0.10 and rise <= 10, (windup, rise)
     assert windup_free > 3 * windup and rise_free > 2 * rise, (windup_free, rise_free)
+
+
+def test_auto_keeps_joint_actions_where_end_effector_steps_cannot_drive() -> None:
+    """A cart-pole (a motor, no position servo, no end effector) stays in ``delta`` under ``auto`` (its motor then
+    takes absolute torques); asked for ``ee_delta`` it is refused with the reason."""
+    core = EnvCore(load_config("cartpole", ["env.action_mode=auto"]), load_dr("none"), 1, 0)
+    assert core.io.mode == "delta" and core.io.ee is None
+    with pytest.raises(ConfigError, match="ee_delta needs an end effector"):
+        EnvCore(load_config("cartpole", ["env.action_mode=ee_delta"]), load_dr("none"), 1, 0)

@@ -77,8 +77,8 @@ class EnvConfig:
         ``absolute`` (actions map linearly onto each control range) or ``ee_delta`` (actions are a Cartesian
         step of the end effector, ``[dx, dy, dz]`` (+ ``dyaw`` with ``ee_yaw``) then one per driven gripper,
         turned into arm set-point steps by damped-least-squares IK inside the joint-delta bounds:
-        :mod:`embodied_ws.sim.ik`); ``auto``: ``ee_delta`` for an arm that cannot follow its joint set-points
-        (its measured joint speeds, :meth:`embodied_ws.sim.mapping.PolicyIO.auto_mode`), else ``delta``
+        :mod:`embodied_ws.sim.ik`); ``auto``: ``ee_delta`` for an arm of position servos with an end effector,
+        else ``delta`` (:meth:`embodied_ws.sim.mapping.PolicyIO.auto_mode`)
     :param ee_yaw: ``ee_delta``: add a yaw action (rotation of the end effector about the world vertical)
     :param ee_orientation: ``ee_delta`` on an arm of six or more joints: ``hold`` keeps the hand at its home
         orientation (the heading is the policy's with ``ee_yaw``), ``free`` moves the position only (the hand

@@ -214,21 +214,12 @@ class EEDelta:
         a robot without an end effector or with an arm actuator that is not a position servo: one line.
         ``hold_orientation`` holds the hand at its home orientation on an arm of six or more joints (fewer
         cannot: their joints go to the position)."""
-        from embodied_ws.sim.robot import EE_SENSOR
-
         model = robot.model
-        sensor = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SENSOR, EE_SENSOR)
-        if sensor < 0 or robot.ee_lever is None:
-            raise ConfigError(f"ee_delta needs an end effector, and task {task!r} loads {robot.name!r} without one "
-                              "(use joint delta: env.action_mode=delta)", "env.action_mode")  # fmt: skip
+        unfit = ee_delta_unfit(robot, io, task)
+        if unfit:
+            raise ConfigError(unfit, "env.action_mode")
         arm = np.flatnonzero(~io.gripper)
-        odd = [robot.actuator_names[a] for a in arm if not io.servo[a]]
-        if odd:
-            raise ConfigError(f"ee_delta moves position servos only; {', '.join(odd)} on {robot.name!r} "
-                              "is not one (use env.action_mode=delta)", "env.action_mode")  # fmt: skip
-        if arm.size == 0:
-            raise ConfigError(f"ee_delta needs arm joints; {robot.name!r} has none", "env.action_mode")
-        site = int(model.sensor_objid[sensor])
+        site = int(model.sensor_objid[_ee_sensor(model)])
         home = robot.home_qpos if robot.home_qpos is not None else model.qpos0
         hold = None
         if hold_orientation and arm.size >= 6:
@@ -324,3 +315,25 @@ class EEDelta:
                 "s_arm = clip(s_arm + bounded(dq / half, delta_scale), -1, 1); grippers: s = a[k:]"
             ),
         }
+
+
+def _ee_sensor(model: mujoco.MjModel) -> int:
+    from embodied_ws.sim.robot import EE_SENSOR
+
+    return mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SENSOR, EE_SENSOR)
+
+
+def ee_delta_unfit(robot: Any, io: Any, task: str = "") -> str | None:
+    """Why ``ee_delta`` cannot drive ``robot`` as mapped by ``io`` (one line naming the fix), or None when it can:
+    it needs an end effector and an arm of position servos (the grippers aside)."""
+    if _ee_sensor(robot.model) < 0 or robot.ee_lever is None:
+        return (f"ee_delta needs an end effector, and task {task!r} loads {robot.name!r} without one "
+                "(use joint delta: env.action_mode=delta)")  # fmt: skip
+    arm = np.flatnonzero(~io.gripper)
+    odd = [robot.actuator_names[a] for a in arm if not io.servo[a]]
+    if odd:
+        names = ", ".join(odd)
+        return f"ee_delta moves position servos only; {names} on {robot.name!r} is not one (use env.action_mode=delta)"
+    if arm.size == 0:
+        return f"ee_delta needs arm joints; {robot.name!r} has none"
+    return None
