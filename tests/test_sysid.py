@@ -38,7 +38,9 @@ def test_plant_values_are_applied_and_kept_every_episode() -> None:
 
 
 def test_stand_in_delays_commands_by_the_plant_latency() -> None:
-    cfg = load_config("reach")
+    # joint deltas: a command is a function of the actions alone (ee_delta solves IK at the measured joints, and a
+    # late arm stands elsewhere)
+    cfg = load_config("reach", ["env.action_mode=delta"])
     plant = parse_plant({"params": {"action_latency": {"range": [2, 2], "mode": "set"}}})
     late, ref = StandInEnv(cfg, plant, seed=3), RobotEnv(cfg, DRSpec(enabled=False), seed=3)
     late.reset(seed=3)
