@@ -322,6 +322,7 @@ def test_robot_show_lists_gripper(cli, tmp_path: Path) -> None:
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("gripper:"))
     assert "finger_joint2 (+ finger_joint1 following)" in line and "actuator8" in line
     assert "stroke 0.04 m" in line and "force 100 N" in line and "held" in line
+    assert any(ln.startswith("reach preset: ee_delta actions, ") for ln in proc.stdout.splitlines()), proc.stdout
     proc = cli("robot", "show", str(SYNTH / "robotiq_arm.urdf"), "--no-image", "--json", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     (g,) = json.loads(proc.stdout)["grippers"]

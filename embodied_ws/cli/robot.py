@@ -114,7 +114,8 @@ def render_home(robot: Any, size: tuple[int, int] = (480, 640)) -> bytes:
 
 
 def reach_defaults(robot: Any) -> dict[str, Any]:
-    """What the default ``reach`` preset makes of this robot: episode length and end-effector speed bound.
+    """What the default ``reach`` preset makes of this robot: action mode (``auto`` resolved), episode length and
+    end-effector speed bound.
 
     :param robot: a :class:`embodied_ws.sim.robot.Robot` loaded with an end-effector sensor
     """
@@ -125,6 +126,7 @@ def reach_defaults(robot: Any) -> dict[str, Any]:
     core = EnvCore(cfg, load_dr("none"), 1, 0, robot=robot)
     lever = robot.ee_lever
     return {
+        "action_mode": core.io.mode,
         "episode_steps": int(core.episode_steps),
         "episode_seconds": round(core.episode_steps * core.control_dt, 2),
         "ee_speed_bound_m_s": None
@@ -223,7 +225,8 @@ def _cmd_robot(args: argparse.Namespace) -> int:
     print(f"home: {info['home']}")
     r = info["reach_preset"]
     print(
-        f"reach preset: {r['episode_steps']}-step episodes ({r['episode_seconds']} s), end effector at most "
+        f"reach preset: {r['action_mode']} actions, {r['episode_steps']}-step episodes ({r['episode_seconds']} s), "
+        "end effector at most "
         f"{r['ee_speed_bound_m_s']} m/s at home"
     )
     for n in info.get("notes", []):
