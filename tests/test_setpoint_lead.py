@@ -147,7 +147,9 @@ def test_deploy_applies_the_same_bound(tmp_path: Path) -> None:
     """The deploy core commands exactly what the training env does on the damped arm, with a policy that pushes
     every action entry the same way (so the bound is what shapes the set-points); the preset's ``auto`` mode is
     exported resolved (``ee_delta``) and deploy rebuilds it."""
-    run = untrained_run(tmp_path / "run", f"env.robot={DAMPED}", "task.ee_body=", action_bias=1.0)
+    run = untrained_run(
+        tmp_path / "run", f"env.robot={DAMPED}", "task.ee_body=", "env.action_mode=auto", action_bias=1.0
+    )
     target = resolve_target(run, OPEN)
     assert json.loads((run / "policy" / "policy.json").read_text())["action"]["mode"] == "ee_delta"
     core = ControlCore(target)

@@ -145,7 +145,12 @@ def _blocks(report: dict, check: str) -> list[str]:
 def test_reach_on_arm3_passes(capsys: pytest.CaptureFixture[str]) -> None:
     code, lines, report = _check(capsys, "arm3", "reach")
     assert code == 0 and not report["blocking"], lines
-    assert lines[0] == "ok: reward terms: distance, velocity, precision fire under random actions"
+    # in the preset's ee_delta, 2 random episodes never come within the precision term's reach of the target
+    assert lines[0] == "ok: reward terms: distance, velocity fire under random actions"
+    assert (
+        "note: reward terms: term 'precision' fires only under the expert (sparse: random exploration never sees it)"
+        in lines
+    )
     assert (
         "note: reward terms: term 'success' fires only under the expert (sparse: random exploration never sees it)"
         in lines
