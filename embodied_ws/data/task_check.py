@@ -225,11 +225,12 @@ def check_grip(env: Any, run_dr: DRSpec | None = None) -> tuple[list[Finding], d
         at = ", ".join(f"{p.name} {'x' if p.mode == 'scale' else '='}{p.low:g}" for p in worst.params)
         res_worst = hold(hard)
         measured["dr_worst"] = {"draw": at, **res_worst.to_dict()}
+        worst_text = _hold_text(obj, res_worst)
         if res_worst.held:
-            findings.append(Finding("grip", "ok", f"held at DR's hardest draw ({at}): {_hold_text(obj, res_worst)}"))
+            findings.append(Finding("grip", "ok", f"held at DR's hardest draw ({at}): {worst_text}"))
         else:
             fix = "narrow those DR ranges (dr.params) or raise the gripper force: no policy lifts what slips" + cone
-            message = f"DR's hardest draw ({at}) makes the gripper drop {_hold_text(obj, res_worst)}"
+            message = f"DR's hardest draw ({at}) makes the gripper drop {worst_text}"
             findings.append(Finding("grip", "warn", message, fix))
     return findings, measured
 

@@ -213,7 +213,7 @@ class PolicyIO:
             robot, task, self.delta, joint_speed / self.control_dt, self.control_dt, self.ctrl_half
         )
         if self.mode == "auto":
-            self.mode = self.auto_mode(task)
+            self.mode = self.auto_mode()
         self.obs_dim = task.obs_dim + (nu if self.any_delta else 0)
         #: ``ee_delta``: the end-effector mode (:mod:`embodied_ws.sim.ik`); None in the joint modes
         self.ee = None
@@ -224,7 +224,7 @@ class PolicyIO:
         #: the policy's action size: one per actuator, or ``[dx, dy, dz(, dyaw)]`` + one per gripper
         self.action_dim = nu if self.ee is None else self.ee.action_dim
 
-    def auto_mode(self, task: Any) -> str:
+    def auto_mode(self) -> str:
         """``env.action_mode: auto``: ``ee_delta`` for an arm of position servos with an end effector
         (:func:`~embodied_ws.sim.ik.ee_delta_unfit`), else ``delta``.
 
@@ -232,8 +232,8 @@ class PolicyIO:
         than from joint deltas, where the policy has to learn the arm's inverse kinematics itself (and, on an arm
         that cannot follow its set-points, through their lag). Default preset, one run each (docs/benchmarks.md):
         Menagerie Panda 0.969 after 1.7 min in ``ee_delta`` vs 0.941 after 10.8 in joint deltas, Kinova Jaco2
-        0.941 after 5.9 min vs 0.863 after 14, the heavily damped Panda 0.961 after 6 vs 0.820 after 14."""
-        return "delta" if ee_delta_unfit(self.robot, self, getattr(task, "name", "")) else "ee_delta"
+        0.945 after 5.9 min vs 0.863 after 14, the heavily damped Panda 0.977 after 4.4 vs 0.820 after 14."""
+        return "delta" if ee_delta_unfit(self.robot, self) else "ee_delta"
 
     @staticmethod
     def holds_orientation(cfg: RunConfig, task: Any) -> bool:
