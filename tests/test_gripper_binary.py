@@ -62,7 +62,7 @@ def test_the_lift_squeeze_test_reads_the_binary_command() -> None:
 def test_the_scripted_lift_succeeds_with_a_binary_gripper() -> None:
     sets = [*LIFT, "env.action_mode=absolute", "env.episode_steps=200", "task.gripper_command=binary"]
     env = RobotEnv(load_config("push", sets), load_dr("none"), seed=0)
-    terms = {"reach", "grasp", "lift", "goal", "success_bonus", "action", "off_table"}
+    terms = {"reach", "grasp", "lift", "goal", "success_bonus", "still", "action", "off_table"}
     _, ok, fired = run_episodes(env, range(3), LiftExpert(env), terms)
     assert sum(ok) >= 2 and fired["grasp"] > 0, (ok, fired)
 

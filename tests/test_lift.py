@@ -20,7 +20,7 @@ from embodied_ws.sim.env import RobotEnv
 
 PANDA = Path(__file__).parent / "fixtures" / "robots" / "menagerie" / "panda.xml"
 LIFT = ["env.task=lift", f"env.robot={PANDA}", "task.gripper=action"]
-TERMS = {"reach", "grasp", "lift", "goal", "success_bonus", "action", "off_table"}
+TERMS = {"reach", "grasp", "lift", "goal", "success_bonus", "still", "action", "off_table"}
 
 
 def test_lift_env_passes_gymnasium_and_sb3_checkers() -> None:
@@ -45,7 +45,7 @@ def test_scripted_lift_succeeds_and_outscores_random() -> None:
     rand, rand_ok, fired_random = run_episodes(random_env, range(6), None, TERMS)
     assert sum(ok) >= 5, ok
     assert not any(rand_ok) and np.mean(expert) > np.mean(rand) + 200
-    assert all(fired[k] > 1e-3 for k in ("reach", "grasp", "lift", "goal", "success_bonus", "action")), fired
+    assert all(fired[k] > 1e-3 for k in ("reach", "grasp", "lift", "goal", "success_bonus", "still", "action")), fired
     assert all(fired_random[k] > 0 for k in ("reach", "action")), fired_random
 
 
@@ -123,3 +123,53 @@ def test_a_grasp_squeezes_fingers_merely_around_the_cube_are_not_held() -> None:
     # in ee_delta the gripper's entry follows [dx, dy, dz]: the env core tells the task where it is
     ee = RobotEnv(load_config("push", LIFT), load_dr("none"), seed=0)
     assert ee.core.io.mode == "ee_delta" and ee.core.task.gripper_action == 3 == ee.action_space.shape[0] - 1
+
+
+def test_still_pays_only_at_the_goal_and_falls_with_the_cube_speed() -> None:
+    """The scripted lifter holding the cube up: ``still`` pays ``still_weight`` for a cube at rest there, less as
+    it moves (a quarter at 0.2 m/s), and nothing once the same state is not held (gripper commanded open)."""
+    env = RobotEnv(load_config("push", [*LIFT, "env.action_mode=absolute", "env.episode_steps=200"]), load_dr("none"))
+    task = env.core.task
+    held_up = []
+
+    def keep(s: Step) -> None:
+        if s.info["reward_terms"]["lift"] >= env.core.cfg.task.lift_weight - 1e-9 and not held_up:
+            held_up.append((env.data.qpos[None].copy(), env.data.sensordata[None].copy(), np.asarray(s.action)[None]))
+
+    rollout(env, LiftExpert(env), 0, on_step=keep)
+    qpos, sensors, action = held_up[0]
+    qvel = np.zeros((1, env.model.nv))
+    speeds = [0.0, 0.2, 1.0]
+    paid = []
+    for v in speeds:
+        qvel[0, task._lin] = [v, 0.0, 0.0]
+        paid.append(task.evaluate(qpos, qvel, sensors, env.core.goal, action)[2]["still"][0])
+    assert paid[0] == pytest.approx(env.core.cfg.task.still_weight) and paid[0] > paid[1] > paid[2] > 0
+    assert paid[1] == pytest.approx(env.core.cfg.task.still_weight * (1 - np.tanh(1.0)))
+    opened = action.copy()
+    opened[0, task.gripper_action] = 1.0
+    assert task.evaluate(qpos, qvel, sensors, env.core.goal, opened)[2]["still"][0] == 0.0
+
+
+def test_a_cube_slid_down_the_finger_pads_is_still_held() -> None:
+    """A held cube slides slowly down the pads (on the Panda 2 cm over 4 s, both fingers still on it): with its
+    centre 1.5 half-edges under the grasp point it is held; two edges under, the fingers could not be on it."""
+    env = RobotEnv(load_config("push", [*LIFT, "env.action_mode=absolute"]), load_dr("none"), seed=0)
+    expert, task = LiftExpert(env), env.core.task
+    env.reset(seed=0)
+    expert.reset()
+    for _ in range(env.core.episode_steps):
+        env.step(expert.act())
+        if expert.phase == 3:
+            break
+    qpos, sensors = env.data.qpos[None].copy(), env.data.sensordata[None].copy()
+    k = env.core.robot.gripper_actuators[0]
+    squeeze = env.core.io.hold_action(env.data.qpos)[None]
+    squeeze[0, k] = -1.0
+    half = task.scene.cube_half
+    held = []
+    for below in (1.5 * half, 4 * half):
+        slid = qpos.copy()
+        slid[0, task._pos] = sensors[0, task._grasp] - [0.0, 0.0, below]
+        held.append(bool(task.held(slid, sensors, squeeze)[0]))
+    assert held == [True, False]

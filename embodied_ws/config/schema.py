@@ -163,6 +163,9 @@ class TaskConfig:
     :param hold_seconds: lift, pick_place: how long (s) the cube must stay held at the goal before the success
         test (and the ``success_bonus`` term, paid on exactly those steps) counts it; episodes are lengthened
         to leave this time
+    :param still_weight: lift, pick_place: weight of ``1 - tanh(|cube velocity| / 0.2 m/s)`` while the momentary
+        success test holds (held at the goal: hold it still there, as ManiSkill's pick tasks reward a static robot
+        once placed)
     """
 
     ee_body: str = ""
@@ -193,6 +196,7 @@ class TaskConfig:
     grasp_weight: float = num(1.0, *WEIGHT)
     lift_weight: float = num(4.0, *WEIGHT)
     hold_seconds: float = num(1.0, 0.0, 1000.0)
+    still_weight: float = num(1.0, *WEIGHT)
 
 
 @dataclass

@@ -20,13 +20,23 @@ from embodied_ws.sim.tasks.base import TASKS
 from embodied_ws.sim.tasks.push import PushTask
 
 
+#: m/s: the cube speed at which the ``still`` term pays ``1 − tanh(1)`` ≈ a quarter
+STILL_SPEED = 0.2
+
+
+def still(cfg: TaskConfig, at_goal: np.ndarray, qvel: np.ndarray, lin: slice) -> np.ndarray:
+    """``(n,)`` the ``still`` term: ``still_weight`` while ``at_goal`` and the cube is at rest, falling with its speed."""
+    speed = np.linalg.norm(qvel[:, lin], axis=1)
+    return cfg.still_weight * at_goal * (1.0 - np.tanh(speed / STILL_SPEED))
+
+
 @TASKS.register("lift")
 class LiftTask(PushTask):
     """Reward (named terms, staged reach → grasp → lift):
 
     - ``reach``: ``reach_weight · (1 − tanh(k · |grasp point − cube|))``, the grasp point lying between the
       fingers;
-    - ``grasp``: ``grasp_weight`` while the cube is held: the grasp point within half a cube edge of its
+    - ``grasp``: ``grasp_weight`` while the cube is held: the grasp point within a cube edge of its
       centre and the fingers stopped on it (their gap 0.8-1.3 × the cube's nominal edge: not open, not
       closed on nothing, whatever the edge DR draws) while commanded closer (squeezing, :meth:`held`);
     - ``lift``: ``lift_weight · [held] · clip(height gained / lift_height, 0, 1)``;
@@ -36,6 +46,9 @@ class LiftTask(PushTask):
     - ``success_bonus``: ``success_bonus · [success]``, the success test itself: held and at least
       ``lift_height`` above its resting height, without a break for the last ``task.hold_seconds`` (the env
       core counts the hold: :attr:`success_hold_s`; ``evaluate`` alone gives the momentary test);
+    - ``still``: ``still_weight · [success] · (1 − tanh(|cube velocity| / STILL_SPEED))`` (the momentary success
+      test: hold the lifted cube still; a policy paid the same for any height above the goal swung the cube up
+      at full speed, and it slid out of the fingers);
     - ``action``: ``−action_weight · |a|²``; ``off_table``: ``off_table_penalty`` once the cube left the table.
     """
 
@@ -98,7 +111,9 @@ class LiftTask(PushTask):
         half-open gripper merely around a cube its own width is not a grasp: that posture earned the grasp
         term without ever closing, and the policy never lifted)."""
         cube = qpos[:, self._pos]
-        near = np.linalg.norm(sensordata[:, self._grasp] - cube, axis=1) < self.scene.cube_half
+        # the cube's centre within one edge of the grasp point: a held cube slides slowly down the finger pads
+        # (2 cm over 4 s on the Panda, both fingers still on it, 18 cm up), and half an edge called that a drop
+        near = np.linalg.norm(sensordata[:, self._grasp] - cube, axis=1) < 2 * self.scene.cube_half
         gap = self.gap(qpos)
         ratio = gap / (2 * self.scene.cube_half)  # 0.8-1.3: stopped on a cube of ±10 % (DR) edge
         held = near & (ratio > 0.8) & (ratio < 1.3)
@@ -132,6 +147,7 @@ class LiftTask(PushTask):
             "lift": c.lift_weight * held * gained,
             "goal": c.goal_weight * held * np.exp(-((np.linalg.norm(goal - cube, axis=1) / c.success_threshold) ** 2)),
             "success_bonus": c.success_bonus * success,
+            "still": still(c, success, qvel, self._lin),
             "action": -c.action_weight * np.add.reduce(action * action, axis=1),
             "off_table": c.off_table_penalty * ~on_table,
         }
@@ -148,7 +164,7 @@ class PickPlaceTask(LiftTask):
     ``goal_min_distance``–``goal_max_distance`` from the start.
 
     Reward: :class:`LiftTask`'s terms, plus ``carry``: ``push_weight · [held] · (1 − tanh(k · |cube − goal|))``;
-    ``goal`` pays on the 3-D distance; success (and ``success_bonus``): held with the cube within
+    ``goal`` pays on the 3-D distance; success (and ``success_bonus``, ``still``): held with the cube within
     ``success_threshold`` of the goal, for the last ``task.hold_seconds``.
     """
 
@@ -178,4 +194,5 @@ class PickPlaceTask(LiftTask):
         success = held & (d_goal < c.success_threshold)
         terms["carry"] = c.push_weight * held * (1.0 - np.tanh(c.reward_sharpness * d_goal))
         terms["success_bonus"] = c.success_bonus * success
+        terms["still"] = still(c, success, qvel, self._lin)
         return np.asarray(sum(terms.values()), dtype=float), success, terms
