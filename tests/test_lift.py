@@ -23,6 +23,23 @@ LIFT = ["env.task=lift", f"env.robot={PANDA}", "task.gripper=action"]
 TERMS = {"reach", "grasp", "lift", "goal", "success_bonus", "still", "action", "off_table"}
 
 
+def closed_on_cube() -> tuple[RobotEnv, np.ndarray, np.ndarray, np.ndarray]:
+    """The scripted lifter (absolute actions, no DR) run until its fingers have closed on the cube: the env, its
+    ``(1, nq)`` qpos and ``(1, nsensordata)`` sensors then, and the action holding the arm with the gripper closed."""
+    env = RobotEnv(load_config("push", [*LIFT, "env.action_mode=absolute"]), load_dr("none"), seed=0)
+    expert = LiftExpert(env)
+    env.reset(seed=0)
+    expert.reset()
+    for _ in range(env.core.episode_steps):
+        env.step(expert.act())
+        if expert.phase == 3:
+            break
+    assert expert.phase == 3  # closed on the cube, about to lift
+    squeeze = env.core.io.hold_action(env.data.qpos)[None]
+    squeeze[0, env.core.robot.gripper_actuators[0]] = -1.0
+    return env, env.data.qpos[None].copy(), env.data.sensordata[None].copy(), squeeze
+
+
 def test_lift_env_passes_gymnasium_and_sb3_checkers() -> None:
     env = RobotEnv(load_config("push", LIFT), load_dr("push"))
     with warnings.catch_warnings():
@@ -103,19 +120,8 @@ def test_lift_observes_the_cube_relative_to_the_grasp_point() -> None:
 def test_a_grasp_squeezes_fingers_merely_around_the_cube_are_not_held() -> None:
     """The scripted lifter closed on the cube: held while its gripper is commanded closed; the same state with the
     gripper commanded where its fingers already stand (a half-open hand around a cube its own width) is not."""
-    env = RobotEnv(load_config("push", [*LIFT, "env.action_mode=absolute"]), load_dr("none"), seed=0)
-    expert, task = LiftExpert(env), env.core.task
-    env.reset(seed=0)
-    expert.reset()
-    for _ in range(env.core.episode_steps):
-        env.step(expert.act())
-        if expert.phase == 3:
-            break
-    assert expert.phase == 3  # closed on the cube, about to lift
-    qpos, sensors = env.data.qpos[None].copy(), env.data.sensordata[None].copy()
-    k = env.core.robot.gripper_actuators[0]
-    squeeze = env.core.io.hold_action(env.data.qpos)[None]
-    squeeze[0, k] = -1.0
+    env, qpos, sensors, squeeze = closed_on_cube()
+    task, k = env.core.task, env.core.robot.gripper_actuators[0]
     around = squeeze.copy()
     around[0, k] = env.core.robot.grippers[0].action(env.data.qpos[env.core.robot.qpos_idx[k]])
     assert task.held(qpos, sensors, squeeze)[0] and task.held(qpos, sensors)[0]
@@ -154,18 +160,8 @@ def test_still_pays_only_at_the_goal_and_falls_with_the_cube_speed() -> None:
 def test_a_cube_slid_down_the_finger_pads_is_still_held() -> None:
     """A held cube slides slowly down the pads (on the Panda 2 cm over 4 s, both fingers still on it): with its
     centre 1.5 half-edges under the grasp point it is held; two edges under, the fingers could not be on it."""
-    env = RobotEnv(load_config("push", [*LIFT, "env.action_mode=absolute"]), load_dr("none"), seed=0)
-    expert, task = LiftExpert(env), env.core.task
-    env.reset(seed=0)
-    expert.reset()
-    for _ in range(env.core.episode_steps):
-        env.step(expert.act())
-        if expert.phase == 3:
-            break
-    qpos, sensors = env.data.qpos[None].copy(), env.data.sensordata[None].copy()
-    k = env.core.robot.gripper_actuators[0]
-    squeeze = env.core.io.hold_action(env.data.qpos)[None]
-    squeeze[0, k] = -1.0
+    env, qpos, sensors, squeeze = closed_on_cube()
+    task = env.core.task
     half = task.scene.cube_half
     held = []
     for below in (1.5 * half, 4 * half):

@@ -19,13 +19,12 @@ from embodied_ws.sim.robot import Robot
 from embodied_ws.sim.tasks.base import TASKS
 from embodied_ws.sim.tasks.push import PushTask
 
-
 #: m/s: the cube speed at which the ``still`` term pays ``1 − tanh(1)`` ≈ a quarter
 STILL_SPEED = 0.2
 
 
 def still(cfg: TaskConfig, at_goal: np.ndarray, qvel: np.ndarray, lin: slice) -> np.ndarray:
-    """``(n,)`` the ``still`` term: ``still_weight`` while ``at_goal`` and the cube is at rest, falling with its speed."""
+    """``(n,)`` the ``still`` term: ``still_weight`` while ``at_goal`` with the cube at rest, less as it moves."""
     speed = np.linalg.norm(qvel[:, lin], axis=1)
     return cfg.still_weight * at_goal * (1.0 - np.tanh(speed / STILL_SPEED))
 
