@@ -21,7 +21,7 @@ from embodied_ws.randomization.spec import parse_dr
 from embodied_ws.sim.env import RobotEnv
 from embodied_ws.sim.scene import OBJECT, TABLE
 
-TERMS = {"reach", "push", "goal", "success_bonus", "action", "off_table"}
+TERMS = {"reach", "push", "goal", "success_bonus", "still", "action", "off_table"}
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,8 @@ def test_scripted_pusher_succeeds_and_outscores_random(scripted: RobotEnv) -> No
     assert np.mean(expert) > np.mean(rand) + 100
     assert sum(rand_ok) <= 1
     # every staged term fires under the scripted push; reach, goal shaping and the action cost under random
-    assert all(fired_expert[k] > 1e-3 for k in ("reach", "push", "goal", "success_bonus", "action")), fired_expert
+    staged = ("reach", "push", "goal", "success_bonus", "still", "action")
+    assert all(fired_expert[k] > 1e-3 for k in staged), fired_expert
     assert all(fired_random[k] > 0 for k in ("reach", "goal", "action")), fired_random
 
 
@@ -90,6 +91,23 @@ def test_success_bonus_is_the_success_test_and_push_is_gated(scripted: RobotEnv)
     np.testing.assert_array_equal(terms["success_bonus"] > 0, success)
     far = np.linalg.norm(sens[:, task._ei] - task.push_pose(task.cube(qpos), goal), axis=1) > task.cfg.push_gate
     assert np.all(terms["push"][far] == 0)  # the push stage pays only with the end effector at the push pose
+
+
+def test_push_observes_the_push_pose_relative_to_the_end_effector() -> None:
+    """The reach stage's target is in the observation: ``push pose − ee``, which turns as the goal moves round
+    the cube (the scene part, shared with lift, comes first)."""
+    env = RobotEnv(load_config("push"), load_dr("none"), seed=0)  # no observation noise or latency
+    task = env.core.task
+    obs, _ = env.reset(seed=2)
+    n = task.obs_dim
+    assert env.core.obs_names()[n - 3 : n] == [f"push_pose_minus_ee/{a}" for a in "xyz"]
+    qpos, qvel, sens = env.data.qpos[None], env.data.qvel[None], env.data.sensordata[None]
+    cube, goal = task.cube(qpos), env.core.goal[:1]
+    pose = task.push_pose(cube, goal)[0]
+    np.testing.assert_allclose(obs[n - 3 : n], pose - sens[0, task._ei], atol=1e-6)
+    mirrored = 2 * cube - goal  # the goal on the other side of the cube: the push pose swaps sides too
+    other = task.observe(qpos, qvel, sens, mirrored)[0]
+    np.testing.assert_allclose(other[n - 3 : n - 1] - obs[n - 3 : n - 1], 2 * (cube[0, :2] - pose[:2]), atol=1e-6)
 
 
 def test_cube_leaving_the_table_is_detected_and_penalised(scripted: RobotEnv) -> None:

@@ -17,16 +17,7 @@ from embodied_ws.core.errors import UserError
 from embodied_ws.sim.gripper import binary_command
 from embodied_ws.sim.robot import Robot
 from embodied_ws.sim.tasks.base import TASKS
-from embodied_ws.sim.tasks.push import PushTask
-
-#: m/s: the cube speed at which the ``still`` term pays ``1 − tanh(1)`` ≈ a quarter
-STILL_SPEED = 0.2
-
-
-def still(cfg: TaskConfig, at_goal: np.ndarray, qvel: np.ndarray, lin: slice) -> np.ndarray:
-    """``(n,)`` the ``still`` term: ``still_weight`` while ``at_goal`` with the cube at rest, less as it moves."""
-    speed = np.linalg.norm(qvel[:, lin], axis=1)
-    return cfg.still_weight * at_goal * (1.0 - np.tanh(speed / STILL_SPEED))
+from embodied_ws.sim.tasks.push import PushTask, still
 
 
 @TASKS.register("lift")
@@ -52,6 +43,8 @@ class LiftTask(PushTask):
     """
 
     instruction_text = "pick up the {cube} cube"
+    #: entries :meth:`observe` adds after :meth:`scene_observation` (the cube relative to the grasp point)
+    extra_obs_dim = 3
 
     def __init__(self, robot: Robot, cfg: TaskConfig) -> None:
         if not robot.gripper_actuators:
@@ -71,7 +64,6 @@ class LiftTask(PushTask):
         self._gap = (g.closed, span if span else 1.0, gaps[0], gaps[1] - gaps[0])
         self._grasp = slice(self.scene.grasp_sensor, self.scene.grasp_sensor + 3)
         self._rest = self.scene.table_top + self.scene.cube_half
-        self.obs_dim += 3  # cube − grasp point
         #: success (and its bonus) counts once the momentary test has held this long (s), see EnvCore
         self.success_hold_s = cfg.hold_seconds
 
@@ -122,13 +114,13 @@ class LiftTask(PushTask):
 
     @override
     def observe(self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray) -> np.ndarray:
-        """:class:`PushTask`'s observation, then ``cube − grasp point``."""
+        """The scene's observation (:meth:`PushTask.scene_observation`), then ``cube − grasp point``."""
         rel = qpos[:, self._pos] - sensordata[:, self._grasp]
-        return np.concatenate([super().observe(qpos, qvel, sensordata, goal), rel], axis=1)
+        return np.concatenate([self.scene_observation(qpos, qvel, sensordata, goal), rel], axis=1)
 
     @override
     def obs_names(self) -> list[str]:
-        return [*super().obs_names(), *(f"cube_minus_grasp/{a}" for a in "xyz")]
+        return [*self.scene_obs_names(), *(f"cube_minus_grasp/{a}" for a in "xyz")]
 
     @override
     def evaluate(
