@@ -21,7 +21,7 @@ from embodied_ws.randomization.spec import parse_dr
 from embodied_ws.sim.env import RobotEnv
 from embodied_ws.sim.scene import OBJECT, TABLE
 
-TERMS = {"reach", "push", "goal", "success_bonus", "still", "action", "off_table"}
+TERMS = {"reach", "push", "progress", "goal", "success_bonus", "still", "action", "off_table"}
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,7 @@ def test_scripted_pusher_succeeds_and_outscores_random(scripted: RobotEnv) -> No
     assert np.mean(expert) > np.mean(rand) + 100
     assert sum(rand_ok) <= 1
     # every staged term fires under the scripted push; reach, goal shaping and the action cost under random
-    staged = ("reach", "push", "goal", "success_bonus", "still", "action")
+    staged = ("reach", "push", "progress", "goal", "success_bonus", "still", "action")
     assert all(fired_expert[k] > 1e-3 for k in staged), fired_expert
     assert all(fired_random[k] > 0 for k in ("reach", "goal", "action")), fired_random
 

@@ -153,6 +153,8 @@ class TaskConfig:
         of the push pose behind the cube (the stage gate reach → push)
     :param reach_weight: push: weight of ``1 - tanh(sharpness · |ee − push pose|)``
     :param push_weight: push: weight of ``1 - tanh(sharpness · |cube − goal|)``, gated on ``push_gate``
+    :param progress_weight: push: weight of the cube's speed towards the goal (``clip(v · u / 0.1 m/s, -1, 1)``),
+        gated as ``push`` and off on the goal disc
     :param goal_weight: push: weight of ``exp(-(|cube − goal| / success_threshold)²)``, steep near the goal
     :param action_weight: push: weight of the ``-|action|²`` penalty
     :param reward_sharpness: push: slope (1/m) of the tanh distance terms
@@ -188,6 +190,7 @@ class TaskConfig:
     push_gate: float = num(0.05, 0.0, 10.0, low_open=True)
     reach_weight: float = num(1.0, *WEIGHT)
     push_weight: float = num(2.0, *WEIGHT)
+    progress_weight: float = num(1.0, *WEIGHT)
     goal_weight: float = num(1.0, *WEIGHT)
     action_weight: float = num(0.01, *WEIGHT)
     reward_sharpness: float = num(5.0, 0.0, 1e4, low_open=True)

@@ -24,12 +24,24 @@ PUSH_SPEED_SHARE = 0.5
 
 #: m/s: the cube speed at which the ``still`` term pays ``1 − tanh(1)`` ≈ a quarter
 STILL_SPEED = 0.2
+#: m/s: the cube speed towards the goal at which the ``progress`` term pays its full weight (faster pays no more)
+PROGRESS_SPEED = 0.1
 
 
 def still(cfg: TaskConfig, at_goal: np.ndarray, qvel: np.ndarray, lin: slice) -> np.ndarray:
     """``(n,)`` the ``still`` term: ``still_weight`` while ``at_goal`` with the cube at rest, less as it moves."""
     speed = np.linalg.norm(qvel[:, lin], axis=1)
     return cfg.still_weight * at_goal * (1.0 - np.tanh(speed / STILL_SPEED))
+
+
+def progress(cfg: TaskConfig, gate: np.ndarray, cube: np.ndarray, goal: np.ndarray, velocity: np.ndarray) -> np.ndarray:
+    """``(n,)`` the ``progress`` term: ``progress_weight · clip(v · u / PROGRESS_SPEED, −1, 1)`` while ``gate``
+    holds, ``v`` the cube's velocity and ``u`` the unit vector cube → goal in the table plane (the time derivative
+    of the ``push`` term's distance: it pays for a faster push and charges for pushing the cube away)."""
+    d = goal[:, :2] - cube[:, :2]
+    u = d / np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-6)
+    toward = np.einsum("ij,ij->i", velocity[:, :2], u) / PROGRESS_SPEED
+    return cfg.progress_weight * gate * np.clip(toward, -1.0, 1.0)
 
 
 def rot6d(quat: np.ndarray) -> np.ndarray:
@@ -61,6 +73,9 @@ class PushTask(Task):
       the line goal → cube, at pushing height;
     - ``push``: ``push_weight · (1 − tanh(k · |cube − goal|))`` while the end effector is within
       ``push_gate`` of the push pose;
+    - ``progress``: ``progress_weight · clip(v · u / PROGRESS_SPEED, −1, 1)`` under the same gate, outside the
+      goal disc: the cube's speed towards the goal (``u``: unit cube → goal). The ``push`` term alone left the
+      Panda pushing at 3-5 cm/s, a third of its episodes timed out 5-8 cm short;
     - ``goal``: ``goal_weight · exp(−(|cube − goal| / success_threshold)²)``;
     - ``success_bonus``: ``success_bonus · [success]``, the success test itself: the cube (on the table)
       within ``success_threshold`` of the goal in the table plane;
@@ -205,6 +220,7 @@ class PushTask(Task):
         terms = {
             "reach": c.reach_weight * (1.0 - np.tanh(k * d_pp)),
             "push": c.push_weight * gate * (1.0 - np.tanh(k * d_goal)),
+            "progress": progress(c, gate & ~success, cube, goal, qvel[:, self._lin]),
             "goal": c.goal_weight * on_table * np.exp(-((d_goal / c.success_threshold) ** 2)),
             "success_bonus": c.success_bonus * success,
             "still": still(c, success, qvel, self._lin),
