@@ -93,6 +93,31 @@ def test_success_bonus_is_the_success_test_and_push_is_gated(scripted: RobotEnv)
     assert np.all(terms["push"][far] == 0)  # the push stage pays only with the end effector at the push pose
 
 
+def test_progress_pays_the_cube_speed_towards_the_goal_at_the_push_pose(scripted: RobotEnv) -> None:
+    """``progress``: + for the cube sliding towards the goal, − away from it, capped at the full weight, and 0
+    with the end effector off the push pose or the cube already on the goal."""
+    task, env = scripted.core.task, scripted
+    env.reset(seed=4)
+    n, lin = 5, slice(task.scene.object_qvel, task.scene.object_qvel + 3)
+    qpos, goal = np.repeat(env.data.qpos[None], n, axis=0), np.repeat(env.core.goal[:1], n, axis=0)
+    cube = task.cube(qpos)[0]
+    u = (goal[0, :2] - cube[:2]) / np.linalg.norm(goal[0, :2] - cube[:2])
+    assert np.linalg.norm(goal[0, :2] - cube[:2]) > task.cfg.success_threshold
+    qvel = np.zeros((n, env.model.nv))
+    for i, speed in enumerate([0.05, -0.05, 1.0, 0.05]):
+        qvel[i, lin][:2] = speed * u
+    qpos[4, task.scene.object_qpos : task.scene.object_qpos + 2] = goal[0, :2]  # on the goal, at rest
+    sens = np.repeat(env.data.sensordata[None], n, axis=0)
+    sens[:, task._ei] = task.push_pose(task.cube(qpos), goal)
+    sens[3, task._ei] += [0.0, 0.0, 2 * task.cfg.push_gate]  # lifted off the push pose: the gate is shut
+    paid = task.evaluate(qpos, qvel, sens, goal, np.zeros((n, 3)))[2]["progress"]
+    w = task.cfg.progress_weight
+    assert w > 0
+    assert paid[0] == pytest.approx(0.5 * w) and paid[1] == pytest.approx(-0.5 * w)
+    assert paid[2] == pytest.approx(w)  # faster than PROGRESS_SPEED pays no more
+    assert paid[3] == 0.0 and paid[4] == 0.0
+
+
 def test_push_observes_the_push_pose_relative_to_the_end_effector() -> None:
     """The reach stage's target is in the observation: ``push pose − ee``, which turns as the goal moves round
     the cube (the scene part, shared with lift, comes first)."""
