@@ -61,6 +61,9 @@ class EnvCore:
         if hasattr(self.task, "gripper_action") and self.robot.gripper_actuators:
             # a task that reads its gripper's command (lift: a grasp squeezes) learns where it is in an action
             self.task.gripper_action = io.action_index(self.robot.gripper_actuators[0])
+        if hasattr(self.task, "motion_actions"):
+            # a task whose action cost is an effort leaves the grippers' absolute commands out of it
+            self.task.motion_actions = io.motion_entries()
         nu = self.robot.nu
         self.control_dt, self.ctrl_mid, self.ctrl_half = io.control_dt, io.ctrl_mid, io.ctrl_half
         self.delta_scale, self.episode_steps = io.delta_scale, io.episode_steps

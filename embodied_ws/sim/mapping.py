@@ -252,6 +252,13 @@ class PolicyIO:
             raise ValueError(f"actuator {actuator} has no action entry of its own in ee_delta (not a gripper)")
         return int(self.ee.k + where[0])
 
+    def motion_entries(self) -> np.ndarray:
+        """``(action_dim,)`` bool: the policy action's entries that move the arm (False: a gripper's absolute
+        command, a state rather than an effort)."""
+        if self.ee is None:
+            return ~self.gripper
+        return np.arange(self.action_dim) < self.ee.k
+
     def hold_action(self, qpos: np.ndarray) -> np.ndarray:
         """The action that keeps servos where they are (0 for torque actuators)."""
         robot = self.robot

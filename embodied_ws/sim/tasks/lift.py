@@ -39,7 +39,8 @@ class LiftTask(PushTask):
     - ``still``: ``still_weight · [success] · (1 − tanh(|cube velocity| / STILL_SPEED))`` (the momentary success
       test: hold the lifted cube still; a policy paid the same for any height above the goal swung the cube up
       at full speed, and it slid out of the fingers);
-    - ``action``: ``−action_weight · |a|²``; ``off_table``: ``off_table_penalty`` once the cube left the table.
+    - ``action``: ``−action_weight · |a|²`` over the arm's motion entries; ``off_table``: ``off_table_penalty``
+      once the cube left the table.
     """
 
     instruction_text = "pick up the {cube} cube"
@@ -54,14 +55,9 @@ class LiftTask(PushTask):
                 "task.gripper",
             )
         super().__init__(robot, cfg)
-        g, k = robot.grippers[0], robot.gripper_actuators[0]
-        self._grip_q = int(robot.qpos_idx[k])
         #: the gripper's entry in a policy action (the env core sets it from its action layout: the actuator's
         #: index in the joint modes, after ``[dx, dy, dz(, dyaw)]`` in ``ee_delta``)
-        self.gripper_action = k
-        span = g.open - g.closed
-        gaps = (g.gap_closed, g.gap_open) if g.gap_closed is not None and g.gap_open is not None else (0.0, 0.0)
-        self._gap = (g.closed, span if span else 1.0, gaps[0], gaps[1] - gaps[0])
+        self.gripper_action = robot.gripper_actuators[0]
         self._grasp = slice(self.scene.grasp_sensor, self.scene.grasp_sensor + 3)
         self._rest = self.scene.table_top + self.scene.cube_half
         #: success (and its bonus) counts once the momentary test has held this long (s), see EnvCore
@@ -82,11 +78,6 @@ class LiftTask(PushTask):
         if not to_table:
             return 0.0
         return to_table + 1.0 + 2 * self.cfg.lift_height / self.cfg.approach_speed + self.cfg.hold_seconds
-
-    def gap(self, qpos: np.ndarray) -> np.ndarray:
-        """``(n,)`` fingertip gap (m) from the gripper's leader joint."""
-        closed, span, gap0, gap_span = self._gap
-        return gap0 + (qpos[:, self._grip_q] - closed) / span * gap_span
 
     def commanded_gap(self, action: np.ndarray) -> np.ndarray:
         """``(n,)`` fingertip gap (m) the gripper's action asks for (absolute: -1 closed, +1 open; with
@@ -139,7 +130,7 @@ class LiftTask(PushTask):
             "goal": c.goal_weight * held * np.exp(-((np.linalg.norm(goal - cube, axis=1) / c.success_threshold) ** 2)),
             "success_bonus": c.success_bonus * success,
             "still": still(c, success, qvel, self._lin),
-            "action": -c.action_weight * np.add.reduce(action * action, axis=1),
+            "action": -c.action_weight * self.effort(action),
             "off_table": c.off_table_penalty * ~on_table,
             **self.carry_terms(held, cube, goal),
         }

@@ -70,7 +70,8 @@ class PushTask(Task):
     Reward (named terms, staged reach → push → goal):
 
     - ``reach``: ``reach_weight · (1 − tanh(k · |ee − push pose|))``, the push pose being behind the cube on
-      the line goal → cube, at pushing height;
+      the line goal → cube, at pushing height, for the closed tool (a driven gripper's opening counts in the
+      distance: :meth:`tool_distance`);
     - ``push``: ``push_weight · (1 − tanh(k · |cube − goal|))`` while the end effector is within
       ``push_gate`` of the push pose;
     - ``progress``: ``progress_weight · clip(v · u / PROGRESS_SPEED, −1, 1)`` under the same gate, outside the
@@ -82,7 +83,7 @@ class PushTask(Task):
     - ``still``: ``still_weight · [success] · (1 − tanh(|cube velocity| / STILL_SPEED))``: leave the cube at
       rest on the goal (a 12-minute Panda policy got the cube onto the goal in 7 of 24 episodes and pushed it
       on through in 5: the push pose flips to the far side once the cube passes the goal);
-    - ``action``: ``−action_weight · |a|²``;
+    - ``action``: ``−action_weight · |a|²`` over the arm's motion entries (:attr:`motion_actions`);
     - ``off_table``: ``off_table_penalty`` once the cube has left the table (no push/goal/success pay then;
       :meth:`terminated` says when).
     """
@@ -98,6 +99,10 @@ class PushTask(Task):
     instruction_text = "push the {cube} cube onto the {goal} pad"
     #: ``ee_delta``: the hand keeps its home orientation (fingers down over the table)
     ee_hold_orientation = True
+    #: ``(action_dim,)`` bool: the action entries the ``action`` cost charges, the arm's motion (the env core sets
+    #: it from its action layout; None: all). A gripper's absolute command is a state: charged, it paid a Panda
+    #: pusher 0.01 a step for half-open fingers, exactly the cube's width apart, over closed ones
+    motion_actions: np.ndarray | None = None
 
     def __init__(self, robot: Robot, cfg: TaskConfig) -> None:
         super().__init__(robot, cfg)
@@ -114,6 +119,16 @@ class PushTask(Task):
             slice(v + 3, v + 6),
         )
         self._start = self.scene.spots[0]
+        #: the driven gripper's leader joint (qpos index; None without one) and its gap map (see :meth:`gap`)
+        self._grip_q: int | None = None
+        self._gap = (0.0, 1.0, 0.0, 0.0)
+        if robot.gripper_actuators:
+            g, k = robot.grippers[0], robot.gripper_actuators[0]
+            self._grip_q = int(robot.qpos_idx[k])
+            span = g.open - g.closed
+            known = g.gap_closed is not None and g.gap_open is not None
+            gaps = (g.gap_closed, g.gap_open) if known else (0.0, 0.0)
+            self._gap = (g.closed, span if span else 1.0, gaps[0], gaps[1] - gaps[0])
 
     # ----------------------------------------------------------------- episodes
     @override
@@ -174,6 +189,25 @@ class PushTask(Task):
         xy = cube[:, :2] - u * (self.scene.cube_half + self.scene.push_radius)
         return np.column_stack([xy, np.full(len(xy), self.scene.push_height)])
 
+    def gap(self, qpos: np.ndarray) -> np.ndarray:
+        """``(n,)`` fingertip gap (m) from the driven gripper's leader joint (0 without one)."""
+        closed, span, gap0, gap_span = self._gap
+        if self._grip_q is None:
+            return np.zeros(len(qpos))
+        return gap0 + (qpos[:, self._grip_q] - closed) / span * gap_span
+
+    def tool_distance(self, ee: np.ndarray, qpos: np.ndarray, target: np.ndarray) -> np.ndarray:
+        """``(n,)`` distance of the tool from the push pose ``target``: the end effector's, and with a driven
+        gripper how far its fingertips stand open (the push pose is the closed tool's; half-open Panda fingers
+        stood the cube's width apart, and in a third of the push directions the cube sat between them unmoved)."""
+        opened = self.gap(qpos) - self._gap[2]
+        return np.sqrt(np.add.reduce((ee - target) ** 2, axis=1) + opened * opened)
+
+    def effort(self, action: np.ndarray) -> np.ndarray:
+        """``(n,)`` ``|a|²`` over the :attr:`motion_actions` entries (the ``action`` cost's)."""
+        a = action if self.motion_actions is None else action[:, self.motion_actions]
+        return np.add.reduce(a * a, axis=1)
+
     @override
     def observe(self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray) -> np.ndarray:
         """:meth:`scene_observation`, then ``push pose − ee``."""
@@ -213,7 +247,7 @@ class PushTask(Task):
         c, k = self.cfg, self.cfg.reward_sharpness
         ee, cube = sensordata[:, self._ei], qpos[:, self._pos]
         on_table = self.scene.on_table(cube)
-        d_pp = np.linalg.norm(ee - self.push_pose(cube, goal), axis=1)
+        d_pp = self.tool_distance(ee, qpos, self.push_pose(cube, goal))
         d_goal = np.linalg.norm(goal[:, :2] - cube[:, :2], axis=1)
         success = on_table & (d_goal < c.success_threshold)
         gate = on_table & (d_pp < c.push_gate)
@@ -224,7 +258,7 @@ class PushTask(Task):
             "goal": c.goal_weight * on_table * np.exp(-((d_goal / c.success_threshold) ** 2)),
             "success_bonus": c.success_bonus * success,
             "still": still(c, success, qvel, self._lin),
-            "action": -c.action_weight * np.add.reduce(action * action, axis=1),
+            "action": -c.action_weight * self.effort(action),
             "off_table": c.off_table_penalty * ~on_table,
         }
         reward = sum(terms.values())
