@@ -284,3 +284,27 @@ def test_a_gripper_arm_pushes_with_its_fingers_closed() -> None:
     # 16 no-DR episodes: 8 succeeded with the open hand's push pose (it stopped 4 cm short and went round through
     # the cube), 13 with the closed one and the go-round above the cube
     assert sum(ok) >= 4, ok
+
+
+def test_a_driven_gripper_counts_in_the_push_pose_and_not_in_the_action_cost() -> None:
+    """With the Panda's gripper driven (ee_delta: dx, dy, dz, gripper), the push pose is the closed tool's: fingers
+    standing open add their opening to the distance (open wide, the push gate shuts at the exact pose), and the
+    ``action`` cost charges the motion entries only (an absolute gripper command is a state, not an effort)."""
+    env = RobotEnv(load_config("push", [f"env.robot={MENAGERIE_DIR / 'panda.xml'}", "task.gripper=action"]),
+                   load_dr("none"), seed=0)  # fmt: skip
+    task = env.core.task
+    assert task.motion_actions.tolist() == [True, True, True, False]
+    env.reset(seed=0)
+    gaps = {}
+    for command in (-1.0, 1.0):
+        for _ in range(20):
+            _, _, _, _, info = env.step(np.array([0.0, 0.0, 0.0, command]))
+        assert info["reward_terms"]["action"] == 0.0  # a gripper held closed or open costs nothing
+        qpos = env.data.qpos[None].copy()
+        pose = task.push_pose(task.cube(qpos), env.core.goal[:1])
+        gaps[command] = (task.gap(qpos)[0], task.tool_distance(pose, qpos, pose)[0])
+    (closed_gap, closed_d), (open_gap, open_d) = gaps[-1.0], gaps[1.0]
+    assert closed_gap < 0.01 < 0.07 < open_gap  # the Panda's fingertips: 4 mm closed, 8 cm open
+    assert closed_d < 0.005 and open_d > task.cfg.push_gate  # at the exact pose, only the opening counts
+    _, _, _, _, info = env.step(np.array([1.0, 0.0, 0.0, 1.0]))
+    assert info["reward_terms"]["action"] == pytest.approx(-task.cfg.action_weight)
