@@ -20,6 +20,7 @@ from embodied_ws.randomization.appliers import APPLIERS, FieldApplier, select_ro
 from embodied_ws.randomization.spec import parse_dr
 from embodied_ws.sim.env import RobotEnv
 from embodied_ws.sim.scene import OBJECT, TABLE
+from embodied_ws.sim.tasks.push import FLOOR_CLEARANCE
 
 TERMS = {"reach", "push", "progress", "goal", "success_bonus", "still", "action", "off_table"}
 
@@ -308,3 +309,29 @@ def test_a_driven_gripper_counts_in_the_push_pose_and_not_in_the_action_cost() -
     assert closed_d < 0.005 and open_d > task.cfg.push_gate  # at the exact pose, only the opening counts
     _, _, _, _, info = env.step(np.array([1.0, 0.0, 0.0, 1.0]))
     assert info["reward_terms"]["action"] == pytest.approx(-task.cfg.action_weight)
+
+
+def test_ee_delta_keeps_the_tool_above_the_table() -> None:
+    """``ee_delta`` on a table-top task has a floor: the tool's touch height plus the clearance. Driven straight
+    down, the Panda's set-points stop there (without the floor they wound up 58 mm under it, the servos pressing
+    the fingertips into the table with all their force), an end effector below a floor is stepped back up, and
+    ``policy.json``'s mode records it."""
+    env = RobotEnv(load_config("push", [f"env.robot={MENAGERIE_DIR / 'panda.xml'}", "task.gripper=action"]),
+                   load_dr("none"), seed=0)  # fmt: skip
+    task, ee = env.core.task, env.core.io.ee
+    assert task.ee_floor == pytest.approx(task.scene.tool_floor + FLOOR_CLEARANCE)
+    assert task.scene.table_top < task.scene.tool_floor < task.ee_floor < task.scene.push_height
+    assert ee.floor == task.ee_floor and ee.describe()["floor"] == task.ee_floor
+    env.reset(seed=0)
+    low = np.inf
+    for _ in range(60):
+        env.step(np.array([0.0, 0.0, -1.0, -1.0]))
+        low = min(low, env.data.sensordata[task._ei][2])
+    assert task.ee_floor - 0.008 < low < task.ee_floor + 0.002  # the floor (less the servos' sag)
+    q = env.data.qpos.copy()
+    q[env.core.robot.qpos_idx] = env.core.io.ctrl_mid + env.core.io.ctrl_half * env.core.setpoint[0]
+    assert abs(ee.ik.site_pose(q)[0][2] - task.ee_floor) < 0.01  # where the set-points ask the hand to be
+    ee.floor = low + 0.05  # now 5 cm under a floor: idle actions step it back up
+    for _ in range(40):
+        env.step(np.array([0.0, 0.0, 0.0, -1.0]))
+    assert env.data.sensordata[task._ei][2] > low + 0.04

@@ -93,6 +93,8 @@ class DiffIK:
         self._data = mujoco.MjData(model)
         self._jacp = np.zeros((3, model.nv))
         self._jacr = np.zeros((3, model.nv))
+        #: ``(n, 3)`` the site's positions at the rows of the last :meth:`jacobians` / :meth:`stacked_batch`
+        self.site_pos = np.zeros((0, 3))
 
     def _kinematics(self, qpos: np.ndarray) -> None:
         d = self._data
@@ -139,7 +141,12 @@ class DiffIK:
 
     def jacobians(self, qpos: np.ndarray) -> np.ndarray:
         """``(n, rows, len(dofs))`` Jacobians for a batch of ``qpos`` rows."""
-        return np.stack([self.jacobian(q) for q in qpos])
+        jac = np.empty((len(qpos), self.rows, self.dofs.size))
+        self.site_pos = np.empty((len(qpos), 3))
+        for i, q in enumerate(qpos):
+            jac[i] = self.jacobian(q)
+            self.site_pos[i] = self._data.site_xpos[self.site]
+        return jac
 
     def stacked_batch(self, qpos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The solve's rows at each ``qpos`` row: ``(n, rows + held, dofs)`` Jacobians (the held angular rows
@@ -150,10 +157,12 @@ class DiffIK:
         n, axes = len(qpos), self.hold_axes
         jac = np.empty((n, self.rows + len(axes), self.dofs.size))
         rot = np.empty((n, 3, 3))
+        self.site_pos = np.empty((n, 3))
         for i, q in enumerate(qpos):
             jac[i, : self.rows] = self.jacobian(q)
             jac[i, self.rows :] = HOLD_WEIGHT * self._jacr[axes][:, self.dofs]
             rot[i] = self._data.site_xmat[self.site].reshape(3, 3)
+            self.site_pos[i] = self._data.site_xpos[self.site]
         err = HOLD_GAIN * self.hold_errors(rot)[:, axes]
         err /= np.maximum(1.0, np.linalg.norm(err, axis=1, keepdims=True) / HOLD_MAX_STEP)
         return jac, HOLD_WEIGHT * err
@@ -190,6 +199,8 @@ class EEDelta:
     :param bound: per arm actuator, the largest set-point step per control step in [-1, 1] units
     :param ctrl_half: per arm actuator, the control range's half width (rad or m per set-point unit)
     :param step: Cartesian step per unit action: metres for dx, dy, dz (and radians for dyaw)
+    :param floor: the lowest end-effector height (m, world z) a step leads to (a table-top task's tool floor):
+        a downward step stops there, and an end effector below it is stepped back up; None: no floor
     """
 
     def __init__(
@@ -200,20 +211,29 @@ class EEDelta:
         bound: np.ndarray,
         ctrl_half: np.ndarray,
         step: np.ndarray,
+        floor: float | None = None,
     ) -> None:
         self.ik, self.arm, self.grippers = ik, arm, grippers
         self.bound, self.ctrl_half, self.step = bound, ctrl_half, step
+        self.floor = floor
         self.k = ik.rows
         self.action_dim = self.k + grippers.size
 
     @classmethod
     def of(
-        cls, robot: Any, io: Any, yaw: bool, ee_speed_limit: float, task: str, hold_orientation: bool = True
+        cls,
+        robot: Any,
+        io: Any,
+        yaw: bool,
+        ee_speed_limit: float,
+        task: str,
+        hold_orientation: bool = True,
+        floor: float | None = None,
     ) -> EEDelta:
         """The mode for ``robot`` as mapped by ``io`` (a :class:`~embodied_ws.sim.mapping.PolicyIO` being built);
         a robot without an end effector or with an arm actuator that is not a position servo: one line.
         ``hold_orientation`` holds the hand at its home orientation on an arm of six or more joints (fewer
-        cannot: their joints go to the position)."""
+        cannot: their joints go to the position); ``floor``: the task's lowest end-effector height."""
         model = robot.model
         unfit = ee_delta_unfit(robot, io, task)
         if unfit:
@@ -250,7 +270,7 @@ class EEDelta:
             raise ConfigError(f"no arm joint of {robot.name!r} turns the end effector about the vertical at home "
                               "(set env.ee_yaw=false)", "env.ee_yaw")  # fmt: skip
         grippers = np.array(robot.gripper_actuators, dtype=np.int64)  # the order of robot.grippers
-        return cls(ik, arm, grippers, bound, half, np.array(steps))
+        return cls(ik, arm, grippers, bound, half, np.array(steps), floor)
 
     @property
     def holds_orientation(self) -> bool:
@@ -268,7 +288,10 @@ class EEDelta:
         others make up for them); the step is then bounded by the joint-delta bounds as a whole.
         """
         jac, hold = self.ik.stacked_batch(qpos)
-        dx = np.concatenate([ee_actions * self.step, hold], axis=1)
+        move = ee_actions * self.step
+        if self.floor is not None:  # down to the floor at most; below it, back up
+            move[:, 2] = np.maximum(move[:, 2], self.floor - self.ik.site_pos[:, 2])
+        dx = np.concatenate([move, hold], axis=1)
         dq = self.ik.solve(jac, dx) / self.ctrl_half
         stuck = ((arm_setpoint >= 1.0) & (dq > 0)) | ((arm_setpoint <= -1.0) & (dq < 0))
         if stuck.any():
@@ -297,6 +320,7 @@ class EEDelta:
             "arm_actuators": self.arm.tolist(),
             "gripper_actuators": self.grippers.tolist(),
             "step": self.step.tolist(),
+            "floor": self.floor,
             "damping": self.ik.damping,
             "hold_orientation": None
             if self.ik.hold_quat is None
@@ -308,8 +332,9 @@ class EEDelta:
                 "max_step": HOLD_MAX_STEP,
             },
             "mapping": (
-                "dx = a[:k] * step; dq = J^T (J J^T + damping^2 I)^-1 dx (J: site Jacobian of the arm joints at "
-                "the measured joints; yaw row = angular z; with hold_orientation, J gains the angular rows of its "
+                "dx = a[:k] * step; with a floor, dz = max(dz, floor - site z); "
+                "dq = J^T (J J^T + damping^2 I)^-1 dx (J: site Jacobian of the arm joints at the measured joints; "
+                "yaw row = angular z; with hold_orientation, J gains the angular rows of its "
                 "axes x weight and dx the rotation to the held orientation x gain x weight, capped at max_step); "
                 "joints at a limit pushed outward dropped and solved again; "
                 "s_arm = clip(s_arm + bounded(dq / half, delta_scale), -1, 1); grippers: s = a[k:]"

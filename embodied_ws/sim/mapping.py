@@ -219,7 +219,13 @@ class PolicyIO:
         self.ee = None
         if self.mode == "ee_delta":
             self.ee = EEDelta.of(
-                robot, self, cfg.env.ee_yaw, cfg.env.ee_speed_limit, cfg.env.task, self.holds_orientation(cfg, task)
+                robot,
+                self,
+                cfg.env.ee_yaw,
+                cfg.env.ee_speed_limit,
+                cfg.env.task,
+                self.holds_orientation(cfg, task),
+                getattr(task, "ee_floor", None),
             )
         #: the policy's action size: one per actuator, or ``[dx, dy, dz(, dyaw)]`` + one per gripper
         self.action_dim = nu if self.ee is None else self.ee.action_dim

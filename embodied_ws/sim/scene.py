@@ -63,6 +63,8 @@ class Scene:
         (a gripper as it stands there: the room the scene leaves around the cube)
     :param push_radius: the same with the driven grippers closed, the pose a gripper pushes in (a Panda's
         closed fingers reach 1.4 cm, open 5.4 cm); :attr:`tool_radius` when no gripper is driven
+    :param tool_floor: end-effector height at which the tool's lowest point (home orientation) touches the table
+        top (m): the table-top tasks' ``ee_floor`` (``ee_delta`` steps never lead below it)
     :param object_qpos: address of the cube's free joint in ``qpos`` (7 entries)
     :param object_qvel: address of the cube's free joint in ``qvel`` (6 entries)
     :param grasp_sensor: address in ``sensordata`` of the grasp point's position (3 entries, :data:`GRASP`)
@@ -77,6 +79,7 @@ class Scene:
     spots: np.ndarray
     tool_radius: float
     push_radius: float = 0.0
+    tool_floor: float | None = None
     spot_jitter: float = _CELL / 2
     object_qpos: int = 0
     grasp_sensor: int = 0
@@ -286,6 +289,7 @@ def plan_scene(robot: Robot, cube_half: float, joint_margin: float = 0.0) -> Sce
         table_half=half,
         cube_half=cube_half,
         push_height=top + lift,
+        tool_floor=top + drop,
         spots=spots,
         tool_radius=tool_radius,
         push_radius=closed_tool_radius(robot, tool_radius),

@@ -26,6 +26,8 @@ PUSH_SPEED_SHARE = 0.5
 STILL_SPEED = 0.2
 #: m/s: the cube speed towards the goal at which the ``progress`` term pays its full weight (faster pays no more)
 PROGRESS_SPEED = 0.1
+#: m: the ``ee_delta`` floor's clearance above the tool touching the table (see :attr:`PushTask.ee_floor`)
+FLOOR_CLEARANCE = 0.002
 
 
 def still(cfg: TaskConfig, at_goal: np.ndarray, qvel: np.ndarray, lin: slice) -> np.ndarray:
@@ -103,6 +105,11 @@ class PushTask(Task):
     #: it from its action layout; None: all). A gripper's absolute command is a state: charged, it paid a Panda
     #: pusher 0.01 a step for half-open fingers, exactly the cube's width apart, over closed ones
     motion_actions: np.ndarray | None = None
+    #: ``ee_delta``: the lowest end-effector height (m) a step leads to, the tool :data:`FLOOR_CLEARANCE` above the
+    #: table (:mod:`embodied_ws.sim.ik`). Without it a 20-minute Panda pusher pressed its fingertips 2-25 mm into
+    #: the soft table contact in all 24 diagnosed DR episodes, and in 21 they wedged under the cube's edge and
+    #: ended inside its footprint
+    ee_floor: float | None = None
 
     def __init__(self, robot: Robot, cfg: TaskConfig) -> None:
         super().__init__(robot, cfg)
@@ -119,6 +126,8 @@ class PushTask(Task):
             slice(v + 3, v + 6),
         )
         self._start = self.scene.spots[0]
+        if self.scene.tool_floor is not None:
+            self.ee_floor = self.scene.tool_floor + FLOOR_CLEARANCE
         #: the driven gripper's leader joint (qpos index; None without one) and its gap map (see :meth:`gap`)
         self._grip_q: int | None = None
         self._gap = (0.0, 1.0, 0.0, 0.0)
