@@ -223,6 +223,7 @@ def pressed_hand(bound: bool) -> tuple[float, int]:
     io, robot = env.core.io, env.core.robot
     if not bound:
         io.lead = None
+    io.ee.floor = None  # the lead bound alone (the tool floor stops a downward wind-up by itself)
     env.reset(seed=0)
     site = io.ee.ik.site
     action = np.zeros(io.action_dim)
