@@ -36,12 +36,14 @@ def still(cfg: TaskConfig, at_goal: np.ndarray, qvel: np.ndarray, lin: slice) ->
     return cfg.still_weight * at_goal * (1.0 - np.tanh(speed / STILL_SPEED))
 
 
-def progress(cfg: TaskConfig, gate: np.ndarray, cube: np.ndarray, goal: np.ndarray, velocity: np.ndarray) -> np.ndarray:
+def progress(
+    cfg: TaskConfig, gate: np.ndarray, to_goal: np.ndarray, distance: np.ndarray, velocity: np.ndarray
+) -> np.ndarray:
     """``(n,)`` the ``progress`` term: ``progress_weight · clip(v · u / PROGRESS_SPEED, −1, 1)`` while ``gate``
-    holds, ``v`` the cube's velocity and ``u`` the unit vector cube → goal in the table plane (the time derivative
-    of the ``push`` term's distance: it pays for a faster push and charges for pushing the cube away)."""
-    d = goal[:, :2] - cube[:, :2]
-    u = d / np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-6)
+    holds, ``v`` the cube's velocity and ``u`` the unit vector along ``to_goal`` (cube → goal in the table plane,
+    ``distance`` long): the time derivative of the ``push`` term's distance, paying for a faster push and
+    charging for pushing the cube away."""
+    u = to_goal / np.maximum(distance, 1e-6)[:, None]
     toward = np.einsum("ij,ij->i", velocity[:, :2], u) / PROGRESS_SPEED
     return cfg.progress_weight * gate * np.clip(toward, -1.0, 1.0)
 
@@ -257,13 +259,14 @@ class PushTask(Task):
         ee, cube = sensordata[:, self._ei], qpos[:, self._pos]
         on_table = self.scene.on_table(cube)
         d_pp = self.tool_distance(ee, qpos, self.push_pose(cube, goal))
-        d_goal = np.linalg.norm(goal[:, :2] - cube[:, :2], axis=1)
+        to_goal = goal[:, :2] - cube[:, :2]
+        d_goal = np.linalg.norm(to_goal, axis=1)
         success = on_table & (d_goal < c.success_threshold)
         gate = on_table & (d_pp < c.push_gate)
         terms = {
             "reach": c.reach_weight * (1.0 - np.tanh(k * d_pp)),
             "push": c.push_weight * gate * (1.0 - np.tanh(k * d_goal)),
-            "progress": progress(c, gate & ~success, cube, goal, qvel[:, self._lin]),
+            "progress": progress(c, gate & ~success, to_goal, d_goal, qvel[:, self._lin]),
             "goal": c.goal_weight * on_table * np.exp(-((d_goal / c.success_threshold) ** 2)),
             "success_bonus": c.success_bonus * success,
             "still": still(c, success, qvel, self._lin),
