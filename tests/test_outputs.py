@@ -315,6 +315,27 @@ def test_eval_writes_its_folder_once_and_again_with_overwrite(tmp_path: Path, cl
     assert json.loads((run / "eval" / "metrics.json").read_text())["episodes"] == 2
 
 
+def test_eval_draws_its_episodes_from_the_seed_and_reports_the_interval_of_its_rate(tmp_path: Path, cli) -> None:
+    """``--seed``: the same seed replays the same episodes, another seed draws others; the metrics carry the
+    95 % Wilson interval of the success rate, which holds the rate."""
+    from deploy_helpers import untrained_run
+
+    from embodied_ws.rl.evaluate import success_interval
+
+    run = untrained_run(tmp_path / "run", "task.init_noise=0.3")
+    out = []
+    for seed in ("7", "7", "8"):
+        proc = cli("eval", str(run), "--episodes", "2", "--no-video", "--seed", seed, "--overwrite", "--json")
+        assert proc.returncode == 0, proc.stderr
+        out.append(json.loads(proc.stdout))
+    assert out[0] == out[1] and out[0]["mean_return"] != out[2]["mean_return"]
+    assert out[0]["seed"] == 7 and out[2]["seed"] == 8
+    low, high = out[0]["success_ci95"]
+    assert low <= out[0]["success_rate"] <= high and high > low
+    assert success_interval(230, 256) == pytest.approx([0.8553, 0.9297], abs=1e-4)
+    _one_line_error(cli("eval", str(run), "--seed", "-1"), "--seed")
+
+
 @pytest.mark.ros
 def test_a_second_recorder_into_the_same_bag_gets_the_pid_of_the_first(tmp_path: Path, cli) -> None:
     bag = tmp_path / "bag"

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from embodied_ws.cli.argtypes import positive_int
+from embodied_ws.cli.argtypes import positive_int, seed_int
 from embodied_ws.cli.robot import add_robot_options
 from embodied_ws.core.errors import UserError
 
@@ -118,7 +118,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     if not (run_dir / "config.yaml").is_file():
         raise UserError("not a run folder (no config.yaml)", str(run_dir))
     with output_folder(run_dir / "eval", "eval", args.overwrite, flag="run"):  # one evaluation writes it at a time
-        metrics = evaluate_run(run_dir, args.episodes, video=not args.no_video, progress=not args.json)
+        metrics = evaluate_run(run_dir, args.episodes, not args.no_video, args.seed, progress=not args.json)
     print(json.dumps(metrics) if args.json else "\n".join(f"{k}: {v}" for k, v in metrics.items()))
     return 0
 
@@ -173,6 +173,7 @@ def register(add_verb: AddVerb) -> None:
     e.add_argument("run", help="run name under --runs, or a run folder")
     e.add_argument("--runs", default="runs")
     e.add_argument("--episodes", type=positive_int(), default=20)
+    e.add_argument("--seed", type=seed_int(), default=1234, help="episode i starts from seed + i (default: 1234)")
     e.add_argument("--no-video", action="store_true", help="skip the mp4")
     e.add_argument("--plant", help="evaluate on a stand-in robot with this plant YAML (no video)")
     e.add_argument("--overwrite", action="store_true", help="replace the run's earlier eval/ results")
