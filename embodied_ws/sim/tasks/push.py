@@ -75,12 +75,9 @@ class PushTask(Task):
 
     - ``reach``: ``reach_weight · (1 − tanh(k · |ee − push pose|))``, the push pose being behind the cube on
       the line goal → cube, at pushing height, for the closed tool (a driven gripper's opening counts in the
-      distance: :meth:`tool_distance`); the full weight while the success test holds;
+      distance: :meth:`tool_distance`);
     - ``push``: ``push_weight · (1 − tanh(k · |cube − goal|))`` while the end effector is within
-      ``push_gate`` of the push pose, or the success test holds. On the goal the push pose turns with every
-      millimetre the cube moves across the centre (the line goal → cube has no direction there): paid for
-      following it, a 20-minute Panda pusher went round the cube and knocked it back out in 4-17 of 256 DR
-      episodes (the tool ended 8-12 cm from the push pose);
+      ``push_gate`` of the push pose;
     - ``progress``: ``progress_weight · clip(v · u / PROGRESS_SPEED, −1, 1)`` under the same gate, outside the
       goal disc: the cube's speed towards the goal (``u``: unit cube → goal). The ``push`` term alone left the
       Panda pushing at 3-5 cm/s, a third of its episodes timed out 5-8 cm short;
@@ -265,9 +262,9 @@ class PushTask(Task):
         to_goal = goal[:, :2] - cube[:, :2]
         d_goal = np.linalg.norm(to_goal, axis=1)
         success = on_table & (d_goal < c.success_threshold)
-        gate = on_table & ((d_pp < c.push_gate) | success)
+        gate = on_table & (d_pp < c.push_gate)
         terms = {
-            "reach": c.reach_weight * (1.0 - np.tanh(k * np.where(success, 0.0, d_pp))),
+            "reach": c.reach_weight * (1.0 - np.tanh(k * d_pp)),
             "push": c.push_weight * gate * (1.0 - np.tanh(k * d_goal)),
             "progress": progress(c, gate & ~success, to_goal, d_goal, qvel[:, self._lin]),
             "goal": c.goal_weight * on_table * np.exp(-((d_goal / c.success_threshold) ** 2)),
