@@ -22,7 +22,15 @@ def dds_environment() -> dict[str, str]:
 
 
 def start_node(module: str, *params: str) -> subprocess.Popen:
-    """Start ``embodied_ws.ros.nodes.<module>`` with ``name:=value`` parameters."""
+    """Start ``embodied_ws.ros.nodes.<module>`` with ``name:=value`` parameters.
+
+    Only inside a test marked ``ros`` (its :func:`dds_environment` set): such a node never joins a lab's DDS
+    domain, and ``make test`` runs those tests on their own, after the parallel run of the others, so the
+    node keeps its rates in real time.
+    """
+    outside = {k: v for k, v in dds_environment().items() if os.environ.get(k) != v}
+    if outside:
+        raise RuntimeError(f"start_node({module!r}) outside a test marked ros: {sorted(outside)} not isolated")
     args = [a for p in params for a in ("-p", p)]
     return subprocess.Popen(
         [sys.executable, "-m", f"embodied_ws.ros.nodes.{module}", "--ros-args", *args],
