@@ -118,7 +118,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     if not (run_dir / "config.yaml").is_file():
         raise UserError("not a run folder (no config.yaml)", str(run_dir))
     with output_folder(run_dir / "eval", "eval", args.overwrite, flag="run"):  # one evaluation writes it at a time
-        metrics = evaluate_run(run_dir, args.episodes, not args.no_video, args.seed, progress=not args.json)
+        metrics = evaluate_run(run_dir, args.episodes, video=not args.no_video, seed=args.seed, progress=not args.json)
     print(json.dumps(metrics) if args.json else "\n".join(f"{k}: {v}" for k, v in metrics.items()))
     return 0
 
