@@ -122,3 +122,19 @@ def test_early_stop_waits_for_the_confirmation_on_fresh_episodes(tmp_path: Path,
         else:  # every evaluation from the second on triggers one, none confirms: learning uses its whole budget
             assert run.stopped == "step budget" and len(confirmations) == len(run.state.evals) - 1
             assert all(c["success_rate"] < 1.0 for c in confirmations)
+
+
+@pytest.mark.parametrize(("confirm", "stops"), [(0.9, False), (0.6, True)])
+def test_a_confirmation_counts_by_the_low_end_of_its_interval(tmp_path: Path, confirm: float, stops: bool) -> None:
+    """Every episode a success (a 100-m success radius): 6 of 6 is a rate of 1.0 whose 95 % interval starts at
+    0.61, so it confirms 0.6 and not 0.9 (confirmations repeat until one passes: a point rate over the level
+    would let a policy just under it stop by luck)."""
+    sets = [s for s in SETS if not s.startswith(("train.target_success", "train.final_eval_episodes"))]
+    sets += ["train.target_success=0.0", f"train.confirm_success={confirm}", "train.confirm_episodes=6"]
+    sets += ["train.total_timesteps=768", "task.success_threshold=100"]
+    with TrainingRun(load_config("reach", sets), "confirm_ci", tmp_path, progress=False) as run:
+        run.learn()
+        confirmations = run.state.confirmations
+        assert confirmations and all(c["success_rate"] == 1.0 for c in confirmations)
+        assert confirmations[0]["success_ci95"][0] == pytest.approx(0.61, abs=0.005)
+        assert run.stopped == ("target success" if stops else "step budget")

@@ -258,8 +258,9 @@ class TrainConfig:
     :param target_success: stop early once two evaluations in a row reach this success rate (None: never)
     :param final_eval_episodes: episodes of the final evaluation reported in the run summary
     :param confirm_success: before an early stop, a confirmation evaluation on ``confirm_episodes`` fresh
-        episodes (full DR) must reach this success rate, else learning goes on (two 64-episode evaluations
-        that reach ``target_success`` can be a lucky moment of a policy that is worse on average); None: none
+        episodes (full DR) must show this success rate: the low end of its 95 % interval at it or above, else
+        learning goes on (two 64-episode evaluations that reach ``target_success`` can be a lucky moment of a
+        policy that is worse on average, and a point rate lets repeated confirmations pass one by luck); None: none
     :param confirm_episodes: episodes of each confirmation evaluation (1,024: ±0.8 points at 93 %, so
         repeated confirmations rarely pass a worse policy by luck)
     :param curriculum_steps: env steps over which DR ranges widen from 0 to full (0: full from the start)

@@ -17,6 +17,7 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
 from embodied_ws.rl.backends import env_hooks
+from embodied_ws.rl.evaluate import success_interval
 from embodied_ws.rl.vec import episode_success
 
 
@@ -207,16 +208,23 @@ class EvalSuccess(_EveryNSteps):
         return row
 
     def _confirmed(self) -> bool:
-        """The confirmation evaluation on fresh episodes (when configured) agrees that the target is reached."""
+        """The confirmation evaluation on fresh episodes (when configured) shows the target reached: the lower
+        end of its rate's 95 % interval at ``train.confirm_success`` or above.
+
+        The point rate is not enough: confirmations repeat until one passes, so a policy just under the level
+        passes by luck. Three Panda push runs stopped on 1,024-episode confirmations of 90.8-91.8 % and then
+        scored 87.5 %, 88.7 % and 92.2 % on their final 256 episodes."""
         if self.confirm is None:
             return True
         rate, episodes, make_env = self.confirm
         if self._confirm_env is None:
             self._confirm_env = make_env()
         row = self.evaluate(self._confirm_env, episodes, record=False)
+        successes = round(row["success_rate"] * row["episodes"])
+        row["success_ci95"] = success_interval(successes, row["episodes"]) if row["episodes"] else [0.0, 1.0]
         self.confirmations.append(row)
         self.logger.record("eval/confirm_success_rate", row["success_rate"])
-        return row["success_rate"] >= rate
+        return row["success_ci95"][0] >= rate
 
 
 class TimeBudget(BaseCallback):

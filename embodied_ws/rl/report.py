@@ -48,11 +48,14 @@ def _plot(path: Path, xs: list[float], ys: list[float], xlabel: str, ylabel: str
 
 
 def _stopped_line(summary: dict[str, Any]) -> str:
-    """Why learning ended, with the last three early-stop confirmations (``train.confirm_success``)."""
+    """Why learning ended, with the last three early-stop confirmations (``train.confirm_success``: the low end
+    of the interval counts)."""
     confirmations = summary.get("confirmations") or []
     line = f"- learning stopped by: {summary.get('stopped') or 'step budget'}"
     for c in confirmations[-3:]:
         line += f"; confirmation at step {c['step']:,}: {_pct(c['success_rate'])} of {c['episodes']} fresh episodes"
+        if "success_ci95" in c:  # runs before the interval rule have none
+            line += f" (95 % interval from {_pct(c['success_ci95'][0])})"
     if len(confirmations) > 3:
         line += f" ({len(confirmations)} confirmations in all)"
     return line
