@@ -320,7 +320,7 @@ def test_eval_draws_its_episodes_from_the_seed_and_reports_the_interval_of_its_r
     95 % Wilson interval of the success rate, which holds the rate."""
     from deploy_helpers import untrained_run
 
-    from embodied_ws.rl.evaluate import success_interval
+    from embodied_ws.rl.vec import success_interval
 
     run = untrained_run(tmp_path / "run", "task.init_noise=0.3")
     out = []

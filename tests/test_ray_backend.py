@@ -57,7 +57,7 @@ def ray_cluster():  # type: ignore[no-untyped-def]
     yield ray
     ray.shutdown()
     # ray.shutdown() stops them all, but on a loaded machine (the parallel `make test`) a worker took over 15 s to
-    # notice its raylet was gone (CI, stop 35): a minute before one counts as left behind
+    # notice its raylet was gone (CI, 2026-12-06): a minute before one counts as left behind
     _, alive = psutil.wait_procs(_ray_processes(psutil), timeout=60)
     left = []
     for p in alive:  # never leave one behind whatever happened
@@ -311,7 +311,7 @@ def auth_head(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-unty
         for p in left:  # processes of this head only (its temp dir in their command line)
             with contextlib.suppress(psutil.Error):
                 p.kill()
-        psutil.wait_procs(left, timeout=60)
+        psutil.wait_procs(left, timeout=15)
         log.close()
         shutil.rmtree(temp, ignore_errors=True)
 

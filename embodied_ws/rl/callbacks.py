@@ -17,8 +17,7 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
 from embodied_ws.rl.backends import env_hooks
-from embodied_ws.rl.evaluate import success_interval
-from embodied_ws.rl.vec import episode_success
+from embodied_ws.rl.vec import episode_success, success_interval
 
 
 class TimeBreakdown(BaseCallback):
@@ -220,8 +219,7 @@ class EvalSuccess(_EveryNSteps):
         if self._confirm_env is None:
             self._confirm_env = make_env()
         row = self.evaluate(self._confirm_env, episodes, record=False)
-        successes = round(row["success_rate"] * row["episodes"])
-        row["success_ci95"] = success_interval(successes, row["episodes"]) if row["episodes"] else [0.0, 1.0]
+        row["success_ci95"] = success_interval(round(row["success_rate"] * row["episodes"]), row["episodes"])
         self.confirmations.append(row)
         self.logger.record("eval/confirm_success_rate", row["success_rate"])
         return row["success_ci95"][0] >= rate

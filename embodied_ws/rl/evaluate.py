@@ -6,20 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.stats import binomtest
 
 from embodied_ws.config.loader import load_config, load_dr
 from embodied_ws.core.errors import UserError
 from embodied_ws.policy.evaluation import write_eval
 from embodied_ws.policy.exported import ExportedPolicy
 from embodied_ws.policy.rollout import rollout
-
-
-def success_interval(successes: int, episodes: int) -> list[float]:
-    """``[low, high]``: the 95 % Wilson interval of a success rate of ``successes`` in ``episodes`` (230 of 256
-    episodes, 89.8 %, span 85.5–93.0 %: two evaluations of one policy on different episodes differ that much)."""
-    ci = binomtest(successes, episodes).proportion_ci(0.95, method="wilson")
-    return [float(ci.low), float(ci.high)]
+from embodied_ws.rl.vec import success_interval
 
 
 def evaluate_run(
