@@ -206,3 +206,32 @@ def test_time_budget_ends_learning_annealed_and_resume_counts_the_time_spent(tmp
         steps = run.model.num_timesteps
         run.learn()
         assert run.stopped.startswith("time budget") and run.model.num_timesteps - steps <= cfg.train.n_envs
+
+
+def test_reward_normalization_scales_the_learner_rewards_only_when_asked() -> None:
+    """``train.normalize_reward`` divides the rewards PPO learns from by the running std of the discounted
+    return at ``ppo.gamma``; without it the learner sees the task's raw rewards."""
+    from embodied_ws.rl.ppo import make_training_env
+
+    def rollout(flag: str) -> tuple[object, np.ndarray, np.ndarray]:
+        cfg = load_config("reach", ["dr=none", "train.n_envs=4", "ppo.gamma=0.9", f"train.normalize_reward={flag}"])
+        venv, _ = make_training_env(cfg, load_dr(cfg.dr))
+        venv.seed(0)
+        venv.reset()
+        rng = np.random.default_rng(0)
+        seen, raw = [], []
+        for _ in range(200):
+            _, reward, _, _ = venv.step(rng.uniform(-1, 1, (4, *venv.action_space.shape)).astype(np.float32))
+            seen.append(reward)
+            raw.append(venv.get_original_reward())
+        venv.close()
+        return venv, np.concatenate(seen), np.concatenate(raw)
+
+    venv, seen, raw = rollout("true")
+    assert venv.norm_reward and venv.gamma == 0.9 and venv.ret_rms.count > 1
+    scale = np.sqrt(venv.ret_rms.var + venv.epsilon)
+    assert abs(scale - 1.0) > 0.05  # the test means something only if the return's std is not already 1
+    assert not np.allclose(seen, raw)
+    venv, seen, raw = rollout("false")
+    assert not venv.norm_reward
+    np.testing.assert_array_equal(seen, raw)

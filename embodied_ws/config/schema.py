@@ -251,6 +251,9 @@ class TrainConfig:
         ``subproc``, ``dummy``, ``ros`` (the ROS topic contract, one env) or ``ray`` (sampler actors, see ``ray``)
     :param seed: master seed (envs, DR, PPO)
     :param normalize_obs: wrap in VecNormalize (observation statistics saved with checkpoints)
+    :param normalize_reward: VecNormalize also scales rewards by a running std of the discounted return (at
+        ``ppo.gamma``): the value targets stay near unit scale whatever the task's reward sizes (reports,
+        evaluations and ``ep_rew_mean`` keep the raw rewards)
     :param checkpoint_every: env steps between checkpoints (0: only at the end)
     :param keep_checkpoints: how many recent checkpoints to keep
     :param eval_every: env steps between evaluations (0: none)
@@ -275,6 +278,7 @@ class TrainConfig:
     vec_env: VecEnvName = "mujoco"
     seed: int = num(0, 0, SEED_MAX)
     normalize_obs: bool = True
+    normalize_reward: bool = False
     checkpoint_every: int = num(50_000, 0, STEPS_MAX)
     keep_checkpoints: int = num(3, 0, 1_000_000)
     eval_every: int = num(25_000, 0, STEPS_MAX)

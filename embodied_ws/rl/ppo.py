@@ -69,7 +69,8 @@ def ppo_kwargs(cfg: RunConfig) -> dict[str, Any]:
 
 
 def make_training_env(cfg: RunConfig, dr: Any) -> tuple[Any, VecTimer]:
-    """Training vec env: backend envs → timer → VecMonitor → VecNormalize (obs only).
+    """Training vec env: backend envs → timer → VecMonitor → VecNormalize (observations, and rewards when
+    ``train.normalize_reward``).
 
     :param cfg: run configuration (``train.vec_env`` picks the backend)
     :param dr: DR spec
@@ -79,6 +80,8 @@ def make_training_env(cfg: RunConfig, dr: Any) -> tuple[Any, VecTimer]:
 
     timer = VecTimer(make_vec_env(cfg, dr, cfg.train.n_envs, cfg.train.seed))
     venv: Any = VecMonitor(timer)
-    if cfg.train.normalize_obs:
-        venv = VecNormalize(venv, norm_obs=True, norm_reward=False)
+    if cfg.train.normalize_obs or cfg.train.normalize_reward:
+        venv = VecNormalize(
+            venv, norm_obs=cfg.train.normalize_obs, norm_reward=cfg.train.normalize_reward, gamma=cfg.ppo.gamma
+        )
     return venv, timer
