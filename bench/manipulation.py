@@ -4,7 +4,7 @@ Cases (each one command):
 
 - ``--case panda-lift``: the Menagerie Panda (``tests/fixtures/robots/menagerie/panda.xml``) with its fingers
   driven (``task.gripper=action``) learns ``lift`` (grasp the cube, hold it ``task.lift_height`` = 5 cm up for
-  the task's hold time) under the push preset (``--config push``: push DR, 32 envs, PPO as there), budget
+  the task's hold time) under the push preset (``--config push``: push DR, 64 envs, PPO as there), budget
   30 minutes or 8 M steps;
 - ``--case panda-push``: the same arm and gripper, ``push`` (20 minutes);
 - ``--case arm3-push``: arm3 (no gripper) ``push``, i.e. plain ``embodied-ws train --config push`` (20 minutes);
