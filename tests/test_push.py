@@ -335,3 +335,18 @@ def test_ee_delta_keeps_the_tool_above_the_table() -> None:
     for _ in range(40):
         env.step(np.array([0.0, 0.0, 0.0, -1.0]))
     assert env.data.sensordata[task._ei][2] > low + 0.04
+
+
+def test_physics_dt_sets_the_timestep_of_the_arm_and_its_scene() -> None:
+    """``env.physics_dt`` steps the robot and the contact scene its task adds at the set timestep (every DR copy
+    too), and the control period is ``frame_skip`` of it; 0 keeps the model's own ``<option timestep>``."""
+    own = RobotEnv(load_config("push", ["env.physics_dt=0", "env.frame_skip=20"]), load_dr("none"), seed=0).core
+    assert own.robot.model.opt.timestep == pytest.approx(0.002)  # arm3's MJCF states 2 ms
+    fast = RobotEnv(load_config("push", ["env.physics_dt=0.004", "env.frame_skip=10"]), load_dr("push"), seed=0)
+    core = fast.core
+    assert mujoco.mj_name2id(core.robot.model, mujoco.mjtObj.mjOBJ_BODY, OBJECT) >= 0  # the scene's model
+    assert {m.opt.timestep for m in [core.robot.model, *core.models]} == {0.004}
+    assert core.control_dt == pytest.approx(own.control_dt) == pytest.approx(0.04)
+    fast.reset(seed=0)
+    fast.step(np.zeros(fast.action_space.shape, dtype=np.float32))
+    assert fast.data.time == pytest.approx(0.04) and fast.model.opt.timestep == 0.004

@@ -72,6 +72,10 @@ class EnvConfig:
     :param task: registered task name (``reach``, ``swingup`` ...), a task plugin's entry-point name (group
         ``embodied_ws.tasks``) or a ``module:attr`` path to a task class (``my_pkg.tasks:Lift``)
     :param frame_skip: physics steps per control step (control period = frame_skip × timestep)
+    :param physics_dt: physics timestep in seconds for the simulated robot and its scene (0: the model's own
+        ``<option timestep>``); with ``frame_skip`` it sets the control period. MuJoCo Playground steps its
+        Panda manipulation at 5 ms; the push preset steps 4 ms × 10 (Panda push 1.45 × the env steps per second
+        of 2 ms × 20: docs/benchmarks.md)
     :param episode_steps: control steps before truncation
     :param action_mode: ``delta`` (joint delta: actions move servo set-points; torque actuators stay absolute),
         ``absolute`` (actions map linearly onto each control range) or ``ee_delta`` (actions are a Cartesian
@@ -103,6 +107,7 @@ class EnvConfig:
     package_paths: list[str] = field(default_factory=list)
     task: str = "reach"
     frame_skip: int = num(20, 0, 10_000, low_open=True)
+    physics_dt: float = num(0.0, 0.0, 0.1)
     episode_steps: int = num(50, 0, 10_000_000, low_open=True)
     action_mode: Literal["delta", "absolute", "ee_delta", "auto"] = "delta"
     ee_yaw: bool = False

@@ -38,9 +38,9 @@ def clip_unit(x: np.ndarray) -> np.ndarray:
 
 
 def build_robot(cfg: RunConfig) -> Robot:
-    """Load the configured robot with what its task needs (end-effector sensor for reach); with
-    ``env.servo_damping: auto``, underdamped servos get joint damping (:func:`~embodied_ws.sim.dynamics_probe.
-    damp_underdamped`)."""
+    """Load the configured robot with what its task needs (end-effector sensor for reach), stepping at
+    ``env.physics_dt`` when set; with ``env.servo_damping: auto``, underdamped servos get joint damping
+    (:func:`~embodied_ws.sim.dynamics_probe.damp_underdamped`)."""
     task_cls = TASKS.get(cfg.env.task, "env.task")
     robot = load_robot(
         cfg.env.robot,
@@ -50,6 +50,7 @@ def build_robot(cfg: RunConfig) -> Robot:
         package_paths=cfg.env.package_paths,
         free_space=task_cls.free_space,
         gripper=cfg.task.gripper,
+        timestep=cfg.env.physics_dt,
     )
     if cfg.env.servo_damping == "auto":
         from embodied_ws.sim.dynamics_probe import damp_underdamped

@@ -144,6 +144,7 @@ def load_robot(
     package_paths: list[str] | tuple[str, ...] = (),
     free_space: bool = False,
     gripper: str = "held",
+    timestep: float = 0.0,
 ) -> Robot:
     """Load a robot by registered name, MJCF path or URDF/xacro path.
 
@@ -156,6 +157,8 @@ def load_robot(
     :param free_space: the task needs no contacts: also build the lean :attr:`Robot.physics_model`
     :param gripper: ``held`` (grippers held at home) or ``action`` (each gripper keeps its actuator and
         becomes one more action; a gripper that cannot be driven raises a one-line :class:`ModelError`)
+    :param timestep: physics timestep in seconds (0: the model's own); set on the spec, so the contact scene a
+        task adds to it steps at the same rate
     """
     name, path = resolve_model_path(robot)
     generated = None
@@ -176,6 +179,8 @@ def load_robot(
         # what MuJoCo recommends for new models. Applied here so training, evaluation, deployment's simulator,
         # sysid and gap all step the same physics.
         spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+    if timestep > 0:
+        spec.option.timestep = timestep
     nominal = _compile(spec, path)
     if nominal.nu == 0:
         raise ModelError("model has no actuators, nothing to control", str(path))
