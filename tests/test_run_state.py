@@ -109,8 +109,8 @@ def test_envs_are_closed_on_every_exit_path(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("confirm", "stops"), [(1.0, False), (0.0, True)])
 def test_early_stop_waits_for_the_confirmation_on_fresh_episodes(tmp_path: Path, confirm: float, stops: bool) -> None:
     """Two periodic evaluations at the target trigger a confirmation on fresh episodes (full DR); learning stops
-    only if it reaches ``train.confirm_success`` (an untrained policy reaches 0.0, never 1.0); after a failed one,
-    the next waits for two new evaluations at the target."""
+    only if it reaches ``train.confirm_success`` (an untrained policy reaches 0.0, never 1.0); after ``n`` failed
+    ones, the next waits for ``2 + n`` new evaluations at the target."""
     sets = [s for s in SETS if not s.startswith(("train.target_success", "train.final_eval_episodes"))]
     sets += ["train.target_success=0.0", f"train.confirm_success={confirm}", "train.confirm_episodes=6"]
     sets += ["train.total_timesteps=768"]
@@ -120,10 +120,12 @@ def test_early_stop_waits_for_the_confirmation_on_fresh_episodes(tmp_path: Path,
         assert confirmations and all(c["episodes"] == 6 for c in confirmations)
         if stops:
             assert run.stopped == "target success" and len(confirmations) == 1 and run.model.num_timesteps < 768
-        else:  # none confirms, and each failed one spends its two evaluations: one per two, the whole budget
-            evals = run.state.evals
-            assert run.stopped == "step budget" and len(confirmations) == len(evals) // 2 >= 2
-            assert [c["step"] for c in confirmations] == [e["step"] for e in evals[1::2]]
+        else:  # none confirms; each failed one spends its evaluations and asks one more: after 2, 3, 4 ... new
+            evals, ends = run.state.evals, []
+            while (ends[-1] if ends else -1) + 2 + len(ends) < len(evals):
+                ends.append((ends[-1] if ends else -1) + 2 + len(ends))
+            assert run.stopped == "step budget" and len(ends) >= 2
+            assert [c["step"] for c in confirmations] == [evals[i]["step"] for i in ends]
             assert all(c["success_rate"] < 1.0 for c in confirmations)
 
 

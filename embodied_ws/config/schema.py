@@ -268,8 +268,8 @@ class TrainConfig:
     :param confirm_success: before an early stop, a confirmation evaluation on ``confirm_episodes`` fresh
         episodes (full DR) must show this success rate: the low end of its 95 % interval at it or above, else
         learning goes on (two 64-episode evaluations that reach ``target_success`` can be a lucky moment of a
-        policy that is worse on average, and a point rate lets repeated confirmations pass one by luck); after a
-        failed one, the next waits for two new evaluations at ``target_success``; None: none
+        policy that is worse on average, and a point rate lets repeated confirmations pass one by luck); after ``n``
+        failed ones, the next waits for ``2 + n`` new evaluations in a row at ``target_success``; None: none
     :param confirm_episodes: episodes of each confirmation evaluation (1,024: the 95 % interval reaches about
         1.6 points either side at 93 %, so a rate of 94.6 % shows 93 %)
     :param curriculum_steps: env steps over which DR ranges widen from 0 to full (0: full from the start)
