@@ -112,14 +112,34 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     """
     cfg = RunConfig()
     if path is not None:
-        file = resolve_preset(path, "train")
-        data, lines = read_yaml(file)
-        _fill(cfg, data or {}, "", lambda k: f"{file}:{lines[k]}" if k in lines else f"{file}:{k}")
+        _fill_file(cfg, resolve_preset(path, "train"), ())
     for item in overrides or []:
         key, value = parse_override(item)
         _fill(cfg, _nest(key, value), "", lambda k, key=key: f"--set {k}")
     validate(cfg)
     return cfg
+
+
+def _fill_file(cfg: RunConfig, file: Path, chain: tuple[Path, ...]) -> None:
+    """Fill ``cfg`` from ``file``, after the file its ``extends:`` names (a preset name or a path beside it).
+
+    The base fills first and the file's own keys then override it key by key (a list replaces a list), as
+    Hydra's defaults list composes configs; errors name the file and line that set the value.
+    """
+    data, lines = read_yaml(file)
+    data = data or {}
+    base = data.pop("extends", None) if isinstance(data, dict) else None
+    if base is not None:
+        where = f"{file}:{lines['extends']}" if "extends" in lines else f"{file}:extends"
+        if not isinstance(base, str) or not base.strip():
+            raise ConfigError(f"extends must name a train preset or a .yaml path, got {base!r}", where)
+        beside = file.parent / base
+        parent = resolve_preset(beside if beside.suffix in (".yaml", ".yml") else base, "train").resolve()
+        if parent in chain or parent == file.resolve():
+            cycle = " -> ".join(str(p) for p in (*chain, file.resolve(), parent))
+            raise ConfigError(f"extends loops back: {cycle}", where)
+        _fill_file(cfg, parent, (*chain, file.resolve()))
+    _fill(cfg, data, "", lambda k: f"{file}:{lines[k]}" if k in lines else f"{file}:{k}")
 
 
 def resolve_preset(name: str | Path, kind: str) -> Path:

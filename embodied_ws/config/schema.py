@@ -74,8 +74,9 @@ class EnvConfig:
     :param frame_skip: physics steps per control step (control period = frame_skip × timestep)
     :param physics_dt: physics timestep in seconds for the simulated robot and its scene (0: the model's own
         ``<option timestep>``); with ``frame_skip`` it sets the control period. MuJoCo Playground steps its
-        Panda manipulation at 5 ms; the push preset steps 4 ms × 10 (Panda push 1.45 × the env steps per second
-        of 2 ms × 20: docs/benchmarks.md)
+        Panda manipulation at 5 ms. The push preset keeps the model's 2 ms × 20: 4 ms × 10 gives Panda push
+        1.45 × the env steps per second, but the scripted grasps of lift and pick_place slip more often at 4 ms
+        (docs/benchmarks.md)
     :param episode_steps: control steps before truncation
     :param action_mode: ``delta`` (joint delta: actions move servo set-points; torque actuators stay absolute),
         ``absolute`` (actions map linearly onto each control range) or ``ee_delta`` (actions are a Cartesian
