@@ -31,7 +31,10 @@ def test_extends_a_path_beside_the_file_and_chains(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "files,fragments",
     [
-        ({"a.yaml": "extends: b.yaml\n", "b.yaml": "extends: a.yaml\n"}, ("b.yaml:1: extends loops back", "a.yaml -> ")),
+        (
+            {"a.yaml": "extends: b.yaml\n", "b.yaml": "extends: a.yaml\n"},
+            ("b.yaml:1: extends loops back", "a.yaml -> "),
+        ),
         ({"a.yaml": "extends: nosuchpreset\n"}, ("no train preset 'nosuchpreset'",)),
         ({"a.yaml": "extends: [push]\n"}, ("a.yaml:1", "extends must name")),
         ({"a.yaml": "extends: push\nenv:\n  nope: 1\n"}, ("a.yaml:3", "unknown key 'nope'")),
