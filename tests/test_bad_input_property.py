@@ -362,7 +362,7 @@ def test_the_schema_walk_finds_every_section() -> None:
 @pytest.mark.parametrize(("key", "f", "kind", "is_list"), FIELDS, ids=[k for k, *_ in FIELDS])
 def test_every_numeric_config_field_declares_its_range(key: str, f: dataclasses.Field, kind: type, is_list: bool):
     declared = declared_range(f)
-    assert declared is not None, f"{key}: declare its range in embodied_ws/config/schema.py (num(...) or within(...))"
+    assert declared is not None, f"{key}: declare its range in embodied_ws/config/ (num(...) or within(...))"
     assert declared.low is not None and declared.high is not None, f"{key}: both bounds are declared"
 
 

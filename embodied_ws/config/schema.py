@@ -1,7 +1,10 @@
 """Typed configuration: dataclasses for every section of a run's YAML (also mapped to ROS parameters).
 
 String choices are ``Literal[...]`` annotations: the loader validates every value against its field's
-annotation in one place (``embodied_ws.config.loader``), so a choice is declared here and nowhere else.
+annotation in one place (``embodied_ws.config.loader``), so a choice is declared here and nowhere else; a number
+declares its range with :func:`~embodied_ws.config.fields.num`. The training sections live here, the ``ros:``
+and ``deploy:`` sections in :mod:`embodied_ws.config.schema_deploy` and ``vla:`` in
+:mod:`embodied_ws.config.schema_vla` (all importable from this module).
 """
 
 from __future__ import annotations
@@ -9,53 +12,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from embodied_ws.core.ranges import Range
+from embodied_ws.config.fields import COUNT_MAX, SEED_MAX, STEPS_MAX, WEIGHT, declared_range, num, within
+from embodied_ws.config.schema_deploy import DeployConfig, RosConfig
+from embodied_ws.config.schema_vla import VLAConfig
 
-#: the most env steps a budget or interval may name
-STEPS_MAX = 10**13
-#: the largest seed (NumPy's legacy seeding takes 32 bits; seed + env index must fit)
-SEED_MAX = 2**31 - 1
-#: the most episodes an evaluation may run
-COUNT_MAX = 1_000_000
-#: the range of a reward-term weight
-WEIGHT = (-1e6, 1e6)
-
-
-def num(
-    default: Any,
-    low: float | None,
-    high: float | None,
-    *,
-    low_open: bool = False,
-    high_open: bool = False,
-    text: str = "",
-) -> Any:
-    """A numeric field whose range is declared here, once: the loader refuses values outside it, NaN and inf.
-
-    :param default: the field's default (None for an optional number)
-    :param low: smallest allowed value
-    :param high: largest allowed value
-    :param low_open: ``low`` itself is not allowed
-    :param high_open: ``high`` itself is not allowed
-    :param text: the range in words, when the bounds alone would mislead
-    """
-    return field(default=default, metadata={"range": Range(low, high, low_open, high_open, text)})
-
-
-def within(low: float, high: float) -> dict[str, Range]:
-    """Field metadata declaring that every item of a list of numbers lies in ``[low, high]`` (see :func:`num`).
-
-    :param low: smallest allowed item
-    :param high: largest allowed item
-    """
-    return {"range": Range(low, high)}
-
-
-def declared_range(f: Any) -> Range | None:
-    """The :class:`Range` a dataclass field declares (None: not a number, or undeclared)."""
-    r = f.metadata.get("range")
-    return r if isinstance(r, Range) else None
-
+__all__ = [
+    "DeployConfig",
+    "EnvConfig",
+    "PPOConfig",
+    "RayConfig",
+    "RosConfig",
+    "RunConfig",
+    "TaskConfig",
+    "TrainConfig",
+    "VLAConfig",
+    "VecEnvName",
+    "declared_range",
+]
 
 #: names of the vec-env backends registered in ``embodied_ws.rl.backends.BACKENDS`` (a test keeps both in step)
 VecEnvName = Literal["mujoco", "subproc", "dummy", "ros", "ray"]
@@ -297,155 +270,6 @@ class TrainConfig:
     curriculum_steps: int = num(0, 0, STEPS_MAX)
     max_minutes: float = num(0.0, 0.0, 1e7)
     ray: RayConfig = field(default_factory=RayConfig)
-
-
-@dataclass
-class RosConfig:
-    """The ROS-topic env (``train.vec_env: ros``): how it talks to a simulator or robot on the topic contract.
-
-    :param mode: ``lockstep`` (one control period per command, wait for the new state) or ``realtime``
-    :param sim_node: node serving ``~/reset`` (empty: no reset service, e.g. a real robot)
-    :param controller: ros2_control controller name; commands go to ``/<controller>/commands``
-    :param command_topic: override of the command topic (e.g. through a relay)
-    :param timeout_s: how long to wait for a state before re-sending the command (lockstep)
-    :param retries: re-sends before the simulator counts as lost
-    :param on_lost: ``stop`` (checkpoint and stop training) or ``wait`` (wait for it to come back)
-    :param lost_wait_s: how long ``wait`` waits
-    :param stale_s: realtime: a state older than this is stale (counted; lost after ``timeout_s``)
-    """
-
-    mode: Literal["lockstep", "realtime"] = "lockstep"
-    sim_node: str = "/mujoco_sim_node"
-    controller: str = "joint_group_position_controller"
-    command_topic: str = ""
-    timeout_s: float = num(1.0, 0.0, 3600.0, low_open=True)
-    retries: int = num(3, 0, 1000)
-    on_lost: Literal["stop", "wait"] = "stop"
-    lost_wait_s: float = num(30.0, 0.0, 1e6)
-    stale_s: float = num(0.2, 0.0, 3600.0, low_open=True)
-
-
-@dataclass
-class VLAConfig:
-    """VLA fine-tuning (``embodied-ws finetune``): a LeRobot policy, optionally wrapped with PEFT LoRA.
-
-    :param policy: ``smolvla`` (default), ``pi0`` or ``act`` (a non-VLA baseline, trained in full)
-    :param pretrained: policy to start from: a hub id (``lerobot/smolvla_base``) or a local folder;
-        empty: a fresh policy whose backbone comes from ``vlm_model_name``
-    :param vlm_model_name: SmolVLA backbone (hub id or a local folder with config + processor files)
-    :param load_vlm_weights: load the backbone's weights (False: random init, for offline tests)
-    :param lora: wrap with PEFT LoRA (only adapters train); False: full fine-tune
-    :param lora_rank: LoRA rank ``r``
-    :param lora_alpha: LoRA scaling ``alpha``
-    :param lora_dropout: dropout on the LoRA path
-    :param target_modules: regex or comma-separated names of the wrapped modules (empty: LeRobot's default
-        for the policy)
-    :param load_in_4bit: quantize the frozen base to 4 bit (needs CUDA and bitsandbytes)
-    :param steps: optimizer steps
-    :param batch_size: samples per step
-    :param learning_rate: AdamW learning rate
-    :param chunk_size: actions predicted per inference (the action chunk)
-    :param n_action_steps: actions of each chunk executed before re-planning
-    :param image_size: [height, width] the policy resizes camera images to (with padding)
-    :param checkpoint_every: steps between checkpoints (0: only at the end)
-    :param eval_episodes: sim episodes of the final evaluation (0: none)
-    :param device: ``auto`` (CUDA when available), ``cpu`` or ``cuda``
-    :param num_workers: DataLoader worker processes
-    :param seed: seed of sampling and initialisation
-    :param max_idle_ratio: pre-flight: largest share of idle frames per episode
-    :param max_tracking_error: pre-flight: largest RMS joint error (rad) when replaying a demonstration
-    :param memory_margin: refuse to start when the estimate exceeds this fraction of free memory
-    :param rename_map: dataset key → policy key, e.g. ``{observation.images.overview: observation.images.camera1}``
-        for a pretrained policy trained with other camera names
-    """
-
-    policy: str = "smolvla"
-    pretrained: str = ""
-    vlm_model_name: str = "HuggingFaceTB/SmolVLM2-500M-Video-Instruct"
-    load_vlm_weights: bool = True
-    lora: bool = True
-    lora_rank: int = num(16, 0, 4096, low_open=True)
-    lora_alpha: int = num(32, 0, 100_000, low_open=True)
-    lora_dropout: float = num(0.05, 0.0, 1.0, high_open=True)
-    target_modules: str = ""
-    load_in_4bit: bool = False
-    steps: int = num(2000, 0, STEPS_MAX, low_open=True)
-    batch_size: int = num(8, 0, 1_000_000, low_open=True)
-    learning_rate: float = num(1e-4, 0.0, 1.0, low_open=True)
-    chunk_size: int = num(50, 0, 100_000, low_open=True)
-    n_action_steps: int = num(10, 0, 100_000, low_open=True)
-    image_size: list[int] = field(default_factory=lambda: [512, 512], metadata=within(1, 4096))
-    checkpoint_every: int = num(500, 0, STEPS_MAX)
-    eval_episodes: int = num(10, 0, COUNT_MAX)
-    device: str = "auto"
-    num_workers: int = num(0, 0, 1024)
-    seed: int = num(0, 0, SEED_MAX)
-    max_idle_ratio: float = num(0.3, 0.0, 1.0)
-    max_tracking_error: float = num(0.1, 0.0, 1000.0)
-    memory_margin: float = num(0.9, 0.0, 1.0, low_open=True)
-    rename_map: Any = None
-
-
-@dataclass
-class DeployConfig:
-    """Running an exported policy on a robot (``embodied-ws deploy``, ``policy_node``): rate, topics, safety envelope.
-
-    Commands are in the actuators' units (rad for the usual joint position servos).
-
-    :param robot: robot driven (name or MJCF path); empty: the policy's own robot. Its observation
-        layout must match the policy's
-    :param rate_hz: control-loop rate; 0: the policy's control rate
-    :param controller: ros2_control controller name; commands go to ``/<controller>/commands``
-    :param command_topic: override of the command topic
-    :param dry_run: compute and log commands but publish none
-    :param limits_file: YAML with per-joint ``lower``/``upper`` (and optional ``max_velocity``) tighter
-        than the model's (empty: the policy's joint limits and the model's control ranges)
-    :param limit_margin: fraction of each joint range kept free at both ends
-    :param max_step: largest change of a command between two ticks, and (position servos) largest distance
-        of a command from the joint's measured position
-    :param max_velocity: largest command velocity (units per second); the tighter of this and
-        ``max_step`` per tick applies
-    :param soft_start_s: after activation, ramp from the measured pose to the policy over this many seconds
-    :param state_timeout_s: no new ``/joint_states`` for this long trips the state watchdog
-        (at least two control periods)
-    :param on_state_timeout: ``hold`` (repeat the last safe command) or ``safe_pose``
-    :param safe_pose: command to move to on a state timeout in ``safe_pose`` mode (empty: the model's home pose)
-    :param inference_timeout_s: observation + policy time above this drops the command and holds (0: off)
-    :param diagnostics_hz: rate of ``/diagnostics`` reports (events are also reported at once)
-    :param realtime_priority: 1-99: run the control loop's thread under ``SCHED_FIFO`` at this priority
-        (needs root or ``CAP_SYS_NICE``/an rtprio limit; refused → a warning, the loop runs as before); 0: off
-    :param gripper_interface: a policy with ``task.gripper: action``: how its gripper command reaches the robot
-        (:mod:`embodied_ws.deploy.gripper_command`): ``topic`` (std_msgs/Float64MultiArray, the leader joint's
-        position, on ``/<gripper_controller>/commands``), ``action`` (control_msgs/action/GripperCommand on
-        ``/<gripper_controller>/gripper_cmd``) or ``auto`` (what ``controllers_file`` declares, else ``topic``)
-    :param gripper_controller: the gripper's ros2_control controller name
-    :param gripper_topic: override of the gripper's topic (or action name)
-    :param controllers_file: a ros2_control controllers YAML; with ``gripper_interface: auto`` the controller
-        whose joints hold the gripper's leader joint decides the interface and the name
-    :param gripper_stroke_s: the gripper command's rate limit: a full stroke takes at least this long
-    """
-
-    robot: str = ""
-    rate_hz: float = num(0.0, 0.0, 10_000.0)
-    controller: str = "joint_group_position_controller"
-    command_topic: str = ""
-    dry_run: bool = False
-    limits_file: str = ""
-    limit_margin: float = num(0.02, 0.0, 0.5, high_open=True)
-    max_step: float = num(0.1, 0.0, 10.0, low_open=True)
-    max_velocity: float = num(2.0, 0.0, 1000.0, low_open=True)
-    soft_start_s: float = num(2.0, 0.0, 3600.0)
-    state_timeout_s: float = num(0.25, 0.0, 3600.0, low_open=True)
-    on_state_timeout: str = "hold"
-    safe_pose: list[float] = field(default_factory=list, metadata=within(-1000.0, 1000.0))
-    inference_timeout_s: float = num(0.02, 0.0, 60.0)
-    diagnostics_hz: float = num(1.0, 0.0, 1000.0, low_open=True)
-    realtime_priority: int = num(0, 0, 99, text="0 (off) or 1-99")
-    gripper_interface: Literal["auto", "topic", "action"] = "auto"
-    gripper_controller: str = "gripper_controller"
-    gripper_topic: str = ""
-    controllers_file: str = ""
-    gripper_stroke_s: float = num(0.5, 0.0, 3600.0, low_open=True)
 
 
 @dataclass
