@@ -19,7 +19,10 @@ mean return) and ``load_before``/``load_after`` (1-minute load average: the figu
 The trainer's own progress lines go to the terminal (stderr).
 
     python bench/manipulation.py --case panda-lift|panda-push|arm3-push|speed [--minutes M] [--runs DIR]
-                                 [--set KEY=VALUE ...] [--steps N] [--repeats R]
+                                 [--seeds 0,1,3] [--set KEY=VALUE ...] [--steps N] [--repeats R]
+
+``--seeds`` trains the case once per seed, one after another, and prints every run with the mean, the lowest
+and ``seeds_at_target`` (Panda push: ``--seeds 0,1,3``, one hour).
 """
 
 from __future__ import annotations
@@ -54,12 +57,14 @@ def load() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-def train(case: str, minutes: float, runs: Path, sets: list[str]) -> dict:
-    """Train ``case`` through ``embodied-ws train --config push``; returns the bench fields."""
+def train(case: str, minutes: float, runs: Path, sets: list[str], name: str = "") -> dict:
+    """Train ``case`` through ``embodied-ws train --config push`` (run folder ``runs/name``, default the case's
+    name); returns the bench fields."""
     robot, task, extra, _ = CASES[case]
+    name = name or case
     sets = [*extra, f"train.max_minutes={minutes:g}", *sets]
     cmd = [sys.executable, "-m", "embodied_ws.cli", "train", "--config", "push", "--robot", robot, "--task", task]
-    cmd += ["--name", case, "--runs", str(runs), "--json"]
+    cmd += ["--name", name, "--runs", str(runs), "--json"]
     cmd += [a for s in sets for a in ("--set", s)]
     print("$ " + " ".join(cmd), file=sys.stderr, flush=True)
     before, t0 = load(), time.perf_counter()
@@ -71,7 +76,7 @@ def train(case: str, minutes: float, runs: Path, sets: list[str]) -> dict:
         out, _ = proc.communicate()
     if proc.returncode != 0:
         sys.exit(f"error: training {case} failed (exit {proc.returncode})")
-    summary = json.loads((runs / case / "summary.json").read_text())
+    summary = json.loads((runs / name / "summary.json").read_text())
     t = summary["time"]
     return {
         "case": case,
@@ -150,6 +155,40 @@ def speed(steps: int, n_envs: int, repeats: int) -> dict:
     }
 
 
+def seed_list(text: str) -> list[int]:
+    """``--seeds 0,1,3`` → ``[0, 1, 3]`` (distinct non-negative integers)."""
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"expected distinct non-negative seeds, got {text!r}")
+    return seeds
+
+
+def over_seeds(case: str, minutes: float, runs: Path, sets: list[str], seeds: list[int]) -> dict:
+    """Train ``case`` once per seed, one after another (run ``CASE-seedN``): every run's fields, and the mean,
+    the lowest and how many met the target (a seed's spread is as wide as a change's effect)."""
+    results = []
+    for seed in seeds:
+        results.append(train(case, minutes, runs, [*sets, f"train.seed={seed}"], name=f"{case}-seed{seed}"))
+        if results[-1]["final_success"] is None:
+            sys.exit(f"error: {case} seed {seed}: no final evaluation (train.final_eval_episodes is 0)")
+        print(f"seed {seed}: final_success {results[-1]['final_success']:.3f}", file=sys.stderr, flush=True)
+    rates = [r["final_success"] for r in results]
+    target = results[0]["target_success"]
+    return {
+        "case": case,
+        "seeds": seeds,
+        "final_success": dict(zip(map(str, seeds), rates, strict=True)),
+        "mean_success": round(float(np.mean(rates)), 4),
+        "min_success": min(rates),
+        "target_success": target,
+        "seeds_at_target": sum(r >= target for r in rates),
+        "runs": results,
+    }
+
+
 def main() -> None:
     """Parse arguments, run the case, print one JSON object."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -157,6 +196,7 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, help="training budget (default: the case's, 30 lift / 20 push)")
     ap.add_argument("--set", action="append", default=[], help="extra --set for the training (smoke runs)")
     ap.add_argument("--runs", help="keep the run folder here (default: a temporary folder, removed)")
+    ap.add_argument("--seeds", type=seed_list, help="train.seed values run one after another, e.g. 0,1,3")
     ap.add_argument("--steps", type=int, default=10000, help="speed: control steps per single-env measurement")
     ap.add_argument("--n-envs", type=int, default=64, help="speed: batch size")
     ap.add_argument("--repeats", type=int, default=3, help="speed: interleaved measurements (best kept)")
@@ -168,7 +208,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="manipulation_") as tmp:
         runs = Path(args.runs or tmp)
         runs.mkdir(parents=True, exist_ok=True)
-        print(json.dumps(train(args.case, minutes, runs, args.set)))
+        if args.seeds:
+            print(json.dumps(over_seeds(args.case, minutes, runs, args.set, args.seeds)))
+        else:
+            print(json.dumps(train(args.case, minutes, runs, args.set)))
 
 
 if __name__ == "__main__":
