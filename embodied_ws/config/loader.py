@@ -135,10 +135,10 @@ def _fill_file(cfg: RunConfig, file: Path, chain: tuple[Path, ...]) -> None:
             raise ConfigError(f"extends must name a train preset or a .yaml path, got {base!r}", where)
         beside = file.parent / base
         parent = resolve_preset(beside if beside.suffix in (".yaml", ".yml") else base, "train").resolve()
-        if parent in chain or parent == file.resolve():
-            cycle = " -> ".join(str(p) for p in (*chain, file.resolve(), parent))
-            raise ConfigError(f"extends loops back: {cycle}", where)
-        _fill_file(cfg, parent, (*chain, file.resolve()))
+        chain = (*chain, file.resolve())
+        if parent in chain:
+            raise ConfigError(f"extends loops back: {' -> '.join(map(str, (*chain, parent)))}", where)
+        _fill_file(cfg, parent, chain)
     _fill(cfg, data, "", lambda k: f"{file}:{lines[k]}" if k in lines else f"{file}:{k}")
 
 
