@@ -14,9 +14,11 @@ Cases (each one command):
 Training goes through the real ``embodied-ws train`` CLI in its own process, nothing tuned per robot; learning
 ends at the budget (``train.max_minutes``, so the linear learning-rate schedule anneals over it) or at the
 preset's confirmed early stop; the trainer then evaluates 256 DR episodes. Printed: ``final_success``,
-``steps``, ``minutes``, ``peak_rss_mb``, ``env_steps_per_s``, the evaluation curve (``curve``: step, success,
-mean return) and ``load_before``/``load_after`` (1-minute load average: the figures depend on what else ran).
-The trainer's own progress lines go to the terminal (stderr).
+``steps``, ``minutes``, ``peak_rss_mb``, ``env_steps_per_s``, where the learning time went (``time_s``:
+sampling, update, eval, checkpoint seconds), the evaluation curve (``curve``: step, success, mean return), the
+early stop's confirmations (``confirmations``: step, success, episodes) and ``load_before``/``load_after``
+(1-minute load average: the figures depend on what else ran). The trainer's own progress lines go to the
+terminal (stderr).
 
     python bench/manipulation.py --case panda-lift|panda-push|arm3-push|speed [--minutes M] [--runs DIR]
                                  [--seeds 0,1,3] [--set KEY=VALUE ...] [--steps N] [--repeats R]
@@ -49,6 +51,8 @@ CASES: dict[str, tuple[str, str, list[str], float]] = {
     "panda-push": (str(PANDA), "push", ["task.gripper=action"], 20.0),
     "arm3-push": ("arm3", "push", [], 20.0),
 }
+#: where a run's learning time went (the summary's ``time``): the rest is the trainer's own bookkeeping
+TIME_PARTS = ("sampling_s", "update_s", "eval_s", "checkpoint_s")
 LIFT_SETS = [f"env.robot={PANDA}", "env.task=lift", "task.gripper=action"]
 
 
@@ -92,10 +96,15 @@ def train(case: str, minutes: float, runs: Path, sets: list[str], name: str = ""
         "stopped": summary["stopped"],
         "peak_rss_mb": summary["hardware"]["peak_rss_mb"],
         "env_steps_per_s": round(t["env_steps_per_s"], 1),
+        "time_s": {k.removesuffix("_s"): round(float(t[k]), 1) for k in TIME_PARTS},
         "physics_resets": summary["physics_resets"],
         "curve": [
             [int(e["step"]), round(float(e["success_rate"]), 3), round(float(e["mean_return"]), 1)]
             for e in summary["evals"]
+        ],
+        "confirmations": [
+            [int(c["step"]), round(float(c["success_rate"]), 4), int(c["episodes"])]
+            for c in summary.get("confirmations") or []
         ],
         "sets": sets,
         "load_before": before,

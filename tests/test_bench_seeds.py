@@ -23,6 +23,9 @@ def test_seeds_train_once_each_and_report_mean_and_lowest(tmp_path: Path) -> Non
     assert out["final_success"] == {"3": rates[0], "1": rates[1]} and out["min_success"] == min(rates)
     assert abs(out["mean_success"] - sum(rates) / 2) < 1e-4
     assert out["seeds_at_target"] == sum(r >= 0.9 for r in rates)
+    for run in out["runs"]:  # where the time went, from the run's own summary
+        assert set(run["time_s"]) == {"sampling", "update", "eval", "checkpoint"}
+        assert run["time_s"]["sampling"] > 0 and run["time_s"]["update"] > 0 and run["confirmations"] == []
     for seed in (3, 1):  # each seed its own run folder, its own recorded seed
         cfg = (tmp_path / f"arm3-push-seed{seed}" / "config.yaml").read_text()
         assert f"seed: {seed}" in cfg
