@@ -103,8 +103,7 @@ def train(case: str, minutes: float, runs: Path, sets: list[str], name: str = ""
             for e in summary["evals"]
         ],
         "confirmations": [
-            [int(c["step"]), round(float(c["success_rate"]), 4), int(c["episodes"])]
-            for c in summary.get("confirmations") or []
+            [int(c["step"]), round(float(c["success_rate"]), 4), int(c["episodes"])] for c in summary["confirmations"]
         ],
         "sets": sets,
         "load_before": before,
