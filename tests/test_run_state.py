@@ -50,6 +50,7 @@ def _snapshot(run: TrainingRun) -> dict:
                 "episodes": run.state.episodes,
                 "evals": run.state.evals,
                 "physics_resets": run.state.physics_resets,
+                "recent_success": run.state.recent_success,
                 "env": env_hooks(run.venv).get_env_state(),
                 "obs_mean": run.venv.obs_rms.mean.tolist(),
             }
@@ -66,6 +67,7 @@ def test_resumed_run_has_the_interrupted_runs_state(tmp_path: Path) -> None:
         run.save()
         before = _snapshot(run)
     assert before["physics_resets"] > 0 and before["episodes"] and len(before["evals"]) == 4
+    assert len(before["recent_success"]) == min(len(before["episodes"]), 100)
     # the curriculum pushes its scale to the envs at each rollout start: the last one began at step 384
     assert before["curriculum_scale"] == 512 / 2048
     assert {d["scale"] for d in before["env"]["streams"]["dr"]} == {384 / 2048}

@@ -58,6 +58,11 @@ def _stopped_line(summary: dict[str, Any]) -> str:
             line += f" (95 % interval from {_pct(c['success_ci95'][0])})"
     if len(confirmations) > 3:
         line += f" ({len(confirmations)} confirmations in all)"
+    if summary.get("evals_skipped"):
+        line += (
+            f"; {summary['evals_skipped']} periodic evaluations skipped while the training episodes' success was "
+            "far under the target"
+        )
     return line
 
 

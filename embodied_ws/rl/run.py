@@ -50,6 +50,7 @@ class RunState:
     :param actor_restarts: Ray sampler actors replaced after they died (``train.vec_env: ray``)
     :param learn_seconds: wall-clock seconds spent learning so far (what ``train.max_minutes`` counts)
     :param confirmations: confirmation evaluations before an early stop (``train.confirm_success``)
+    :param recent_success: success (0/1) of the last training episodes (the evaluation gate reads them)
     """
 
     episodes: list[tuple[int, float]] = field(default_factory=list)
@@ -58,6 +59,7 @@ class RunState:
     actor_restarts: int = 0
     learn_seconds: float = 0.0
     confirmations: list[dict[str, float]] = field(default_factory=list)
+    recent_success: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form (for ``state.json``)."""
@@ -68,6 +70,7 @@ class RunState:
             "actor_restarts": self.actor_restarts,
             "learn_seconds": self.learn_seconds,
             "confirmations": self.confirmations,
+            "recent_success": self.recent_success,
         }
 
     @classmethod
@@ -83,6 +86,7 @@ class RunState:
             int(data.get("actor_restarts", 0)),
             float(data.get("learn_seconds", 0.0)),
             [dict(e) for e in data.get("confirmations", [])],
+            [int(bool(x)) for x in data.get("recent_success", [])],
         )
 
 
@@ -230,11 +234,12 @@ class TrainingRun:
         if cfg.confirm_success is not None:
 
             def confirm_env() -> Any:
-                venv = self.make_eval_env(cfg.confirm_episodes, cfg.seed + 30_000)
+                venv = self.make_eval_env(min(cfg.confirm_episodes, cb.CONFIRM_ROUND), cfg.seed + 30_000)
                 env_hooks(venv).set_dr_scale(1.0)
                 return venv
 
             confirm = (cfg.confirm_success, cfg.confirm_episodes, confirm_env)
+        episodes = cb.RecordEpisodes(self.state)
         evals = (
             cb.EvalSuccess(
                 self.eval_env,
@@ -244,12 +249,12 @@ class TrainingRun:
                 self.state.evals,
                 confirm,
                 self.state.confirmations,
+                episodes.success_rate,
             )
             if self.eval_env
             else None
         )
         self._evals = evals
-        episodes = cb.RecordEpisodes(self.state)
         bar = cb.TrainProgress(
             cfg.total_timesteps, self.state, episodes, enabled=self.progress, log_file=self.run_dir / "train.log"
         )
@@ -351,6 +356,7 @@ class TrainingRun:
                 getattr(self.venv.unwrapped, "nthread", os.cpu_count() or 1),
             ),
             "evals": self.state.evals,
+            "evals_skipped": self._evals.skipped if self._evals else 0,
             "confirmations": self.state.confirmations,
             "config": to_dict(cfg),
         }
