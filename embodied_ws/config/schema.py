@@ -113,7 +113,8 @@ class TaskConfig:
         whose slope is steep near the target, where the plain distance penalty gives little signal
     :param approach_speed: reach: mean end-effector speed (m/s) an episode must allow for: episodes are
         lengthened beyond ``env.episode_steps`` until the median distance from the home pose's end effector
-        to a target is covered at this speed (a bigger arm gets longer episodes); 0: no lengthening
+        to a target is covered at this speed (a bigger arm gets longer episodes); push: plus the longest goal
+        distance pushed at a third of it (lift, pick_place: their own phases); 0: no lengthening
     :param gripper: ``held`` (default): the gripper's joints are held at their home value and lose their
         actuator, the policy commands the arm only; ``action``: one more action entry per gripper, in
         [-1, 1] (-1 closed, +1 open), mapped to its actuator's set-point, mimic followers following
