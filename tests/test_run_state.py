@@ -12,6 +12,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from embodied_ws.config.loader import load_config
 from embodied_ws.core.errors import UserError
+from embodied_ws.rl import callbacks as cb
 from embodied_ws.rl.backends import env_hooks
 from embodied_ws.rl.run import TrainingRun
 
@@ -145,3 +146,53 @@ def test_a_confirmation_counts_by_the_low_end_of_its_interval(tmp_path: Path, co
         assert confirmations and all(c["success_rate"] == 1.0 for c in confirmations)
         assert confirmations[0]["success_ci95"][0] == pytest.approx(0.61, abs=0.005)
         assert run.stopped == ("target success" if stops else "step budget")
+
+
+# the evaluation gate and the confirmation's rounds (evaluation cost; the counts: tests/test_eval_gate.py)
+GATE_SETS = [*SETS, "dr=none", "train.total_timesteps=1024"]
+
+
+def _scheduled(total: int, every: int, rollout: int) -> list[int]:
+    """Steps of the rollout ends at which :class:`_EveryNSteps` runs (each multiple of ``every``)."""
+    return [s for s in range(rollout, total + 1, rollout) if s % every == 0]
+
+
+def test_evaluations_are_skipped_while_the_training_success_is_far_under_the_target(tmp_path: Path) -> None:
+    """An untrained reach policy (training success 0, target 0.9): after the first finished training episode
+    only every fourth evaluation runs; with no target (nothing can stop early) every one runs."""
+    gated = load_config("reach", [*GATE_SETS, "train.target_success=0.9"])
+    with TrainingRun(gated, "gated", tmp_path, progress=False) as run:
+        run.learn()
+        steps = [e["step"] for e in run.state.evals]
+        assert run.state.recent_success and sum(run.state.recent_success) == 0
+        every = 128 * cb.EVAL_GATE_STRIDE
+        assert steps and all(s % every == 0 for s in steps if s > 256)
+        assert run._evals.skipped == len(_scheduled(1024, 128, 128)) - len(steps) > 0
+
+    free = load_config("reach", [*GATE_SETS, "train.target_success=null"])
+    with TrainingRun(free, "free", tmp_path, progress=False) as run:
+        run.learn()
+        assert [e["step"] for e in run.state.evals] == _scheduled(1024, 128, 128)
+        assert run._evals.skipped == 0
+
+
+def test_a_confirmation_runs_in_rounds_and_stops_once_it_cannot_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rounds of 4 fresh episodes out of 12: an untrained policy (0 of 4) fails after its first round; with a
+    100-m success radius every episode succeeds and all three rounds run (12 of 12 confirms 0.7)."""
+    assert cb.needed_successes(0.7, 12) == 12
+    monkeypatch.setattr(cb, "CONFIRM_ROUND", 4)
+    sets = [*GATE_SETS, "train.target_success=0.0", "train.confirm_episodes=12"]
+    with TrainingRun(
+        load_config("reach", [*sets, "train.confirm_success=0.7"]), "fail", tmp_path, progress=False
+    ) as run:
+        run.learn()
+        confirmations = run.state.confirmations
+        assert confirmations and all(c["episodes"] == 4 and c["success_rate"] == 0.0 for c in confirmations)
+        assert run.stopped == "step budget"
+    sure = [*sets, "train.confirm_success=0.7", "task.success_threshold=100"]
+    with TrainingRun(load_config("reach", sure), "pass", tmp_path, progress=False) as run:
+        run.learn()
+        assert [(c["episodes"], c["success_rate"]) for c in run.state.confirmations] == [(12, 1.0)]
+        assert run.stopped == "target success"
