@@ -133,8 +133,9 @@ def eval_interval(every: int, episodes: int, episode_steps: int) -> int:
 
 #: while the training episodes' success rate is this far under the early-stop target, only every
 #: :data:`EVAL_GATE_STRIDE`-th periodic evaluation runs (the curve keeps its points): such a policy cannot stop.
-#: Over the last 0.8 M steps of 13 Panda push runs the (stochastic) training episodes' rate was at or above
-#: the 64-episode evaluations' in 11, by up to 5 points; evaluating took 23-30 % of a 20-minute run
+#: Over the last 0.8 M steps of 14 Panda push runs the (stochastic) training episodes' rate was at or above
+#: the 64-episode evaluations' in 11, by up to 5 points (the other 3, at 20-46 %, up to 9 points under);
+#: evaluating took about a fifth of a 20-minute run
 EVAL_GATE_MARGIN = 0.1
 EVAL_GATE_STRIDE = 4
 #: a confirmation evaluates its fresh episodes in rounds of at most this many, and fails as soon as it can no
