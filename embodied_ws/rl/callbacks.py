@@ -413,14 +413,9 @@ class RecordEpisodes(BaseCallback):
         super().__init__()
         self.state = state
 
-    @property
-    def recent_success(self) -> list[int]:
-        """Success (0/1) of the last :data:`RECENT_EPISODES` training episodes (run state: a resumed run
-        keeps them)."""
-        return self.state.recent_success
-
     def success_rate(self) -> float | None:
-        """The recent training episodes' success rate (None before the first episode ends)."""
+        """The success rate of the last :data:`RECENT_EPISODES` training episodes (run state: a resumed run
+        keeps them; None before the first episode ends)."""
         recent = self.state.recent_success
         return sum(recent) / len(recent) if recent else None
 
@@ -468,8 +463,8 @@ class TrainProgress(BaseCallback):
         return True
 
     def _on_rollout_end(self) -> None:
-        recent = self.episodes.recent_success
-        stats = f"succ {np.mean(recent):.0%}" if recent else ""
+        rate = self.episodes.success_rate()
+        stats = f"succ {rate:.0%}" if rate is not None else ""
         if self.state.evals:
             stats += f" | eval {self.state.evals[-1]['success_rate']:.0%}"
         self.reporter.update(int(self.model.num_timesteps), stats.strip(" |"))
