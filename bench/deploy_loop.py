@@ -41,7 +41,7 @@ def _export_untrained(run_dir: Path) -> Path:
     cfg = load_config("reach", ["dr=none", "ppo.device=cpu"])
     env = RobotEnv(cfg, load_dr(cfg.dr), seed=0)
     venv = VecNormalize(DummyVecEnv([lambda: env]), norm_obs=True, norm_reward=False)
-    model = PPO("MlpPolicy", venv, **ppo_kwargs(cfg))
+    model = PPO(env=venv, **ppo_kwargs(cfg))
     run_dir.mkdir(parents=True)
     save_run_config(run_dir, cfg)
     export_policy(run_dir / "policy", model, venv, env.core)

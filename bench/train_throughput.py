@@ -31,7 +31,7 @@ def plain_sb3(cfg) -> float:
     from stable_baselines3 import PPO
 
     venv, _ = make_training_env(cfg, load_dr(cfg.dr))
-    model = PPO("MlpPolicy", venv, **ppo_kwargs(cfg))
+    model = PPO(env=venv, **ppo_kwargs(cfg))
     t = time.perf_counter()
     model.learn(cfg.train.total_timesteps)
     fps = model.num_timesteps / (time.perf_counter() - t)

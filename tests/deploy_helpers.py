@@ -39,7 +39,7 @@ def untrained_run(run_dir: Path, *overrides: str, action_bias: float | None = No
         venv.step([venv.action_space.sample()])
     kw = ppo_kwargs(cfg)
     kw.update(device="cpu", batch_size=64)
-    model = PPO("MlpPolicy", venv, **kw)
+    model = PPO(env=venv, **kw)
     if action_bias is not None:
         import torch
 

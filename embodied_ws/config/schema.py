@@ -187,6 +187,8 @@ class PPOConfig:
     """Stable-Baselines3 PPO hyperparameters (passed through by name).
 
     :param lr_schedule: ``constant`` or ``linear`` (decays to 0 over the run: a settled final policy)
+    :param grad_clip: ``global`` (SB3: one norm over all gradients, clipped to ``max_grad_norm``) or
+        ``per_net`` (the policy's and the value function's gradients clipped each on its own)
     """
 
     learning_rate: float = num(3e-4, 0.0, 1.0, low_open=True)
@@ -200,6 +202,7 @@ class PPOConfig:
     ent_coef: float = num(0.0, 0.0, 1000.0)
     vf_coef: float = num(0.5, 0.0, 1000.0)
     max_grad_norm: float = num(0.5, 0.0, 1e6, low_open=True)
+    grad_clip: Literal["global", "per_net"] = "global"
     net_arch: list[int] = field(default_factory=lambda: [64, 64], metadata=within(1, 65_536))
     log_std_init: float = num(-0.5, -20.0, 20.0)
     device: str = "auto"

@@ -160,7 +160,7 @@ class TrainingRun:
         if ckpt is not None:
             self.load(ckpt)
         else:
-            self.model = PPO("MlpPolicy", self.venv, **ppo_kwargs(cfg))
+            self.model = PPO(env=self.venv, **ppo_kwargs(cfg))
         self.model.set_logger(configure(str(self.run_dir / "tb"), ["tensorboard"]))
 
     def _own_run_dir(self) -> None:

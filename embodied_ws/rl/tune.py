@@ -223,7 +223,7 @@ def run_trial(job: TuneJob, trial: Any) -> float:
 
     trial_reported: list[dict[str, Any]] = []
     report = Report()
-    model = PPO("MlpPolicy", venv, **ppo_kwargs(cfg))
+    model = PPO(env=venv, **ppo_kwargs(cfg))
     try:
         model.learn(cfg.train.total_timesteps, callback=[evals, report])
         if report.pruned:
