@@ -111,7 +111,8 @@ def test_a_state_source_that_starts_over_is_held_at_the_measured_pose_then_soft_
         before = _restarts(probe.diags[-1][1])
         n_states = len(probe.states)
         t = time.monotonic()
-        probe.reset_sim()
+        probe.reset_sim()  # returns on the new goal, which can arrive before the reset's first state
+        assert probe.wait(lambda: any(s[3] < 100.5 for s in probe.states[n_states:]), 10)
         t_fresh = next(s[0] for s in probe.states[n_states:] if s[3] < 100.5)  # the reset's first state
         d = probe.wait_diag(t, lambda d: d["mode"] == "soft_start", 10)
         print(f"restart 2 (reset, same episode id): soft start '{d['message']}'")
