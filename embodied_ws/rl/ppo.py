@@ -89,7 +89,8 @@ class SplitClipPolicy(ActorCriticPolicy):
 
 
 def ppo_kwargs(cfg: RunConfig) -> dict[str, Any]:
-    """PPO constructor arguments from the ``ppo`` section (shared with ``bench/train_throughput.py``).
+    """PPO constructor arguments from the ``ppo`` section, the policy included: ``PPO(env=venv, **ppo_kwargs(cfg))``
+    (shared with ``tune`` and the benches).
 
     :param cfg: run configuration
     """
