@@ -25,8 +25,8 @@ def per_net_model():
 def _set_grads(policy: torch.nn.Module, policy_norm: float, value_norm: float) -> None:
     """Give the policy's parameters gradients of total norm ``policy_norm`` and the value's ``value_norm``."""
     named = list(policy.named_parameters())
-    for wanted, is_value in ((policy_norm, True), (value_norm, False)):
-        ps = [p for n, p in named if n.startswith(VALUE_PREFIXES) != is_value]
+    for wanted, is_value in ((policy_norm, False), (value_norm, True)):
+        ps = [p for n, p in named if n.startswith(VALUE_PREFIXES) == is_value]
         grads = [torch.ones_like(p) for p in ps]
         total = torch.sqrt(sum((g**2).sum() for g in grads))
         for p, g in zip(ps, grads, strict=True):
