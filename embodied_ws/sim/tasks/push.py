@@ -195,11 +195,23 @@ class PushTask(Task):
         """``(n, 3)`` cube centre positions."""
         return qpos[:, self._pos]
 
-    def push_pose(self, cube: np.ndarray, goal: np.ndarray) -> np.ndarray:
-        """``(n, 3)``: where the end effector must be to push ``cube`` towards ``goal`` (behind it, touching)."""
+    def push_pose(self, cube: np.ndarray, goal: np.ndarray, ee: np.ndarray | None = None) -> np.ndarray:
+        """``(n, 3)``: where the end effector must be to push ``cube`` towards ``goal`` (behind it, touching).
+
+        With ``ee`` (the policy's observation and reward), a cube on the goal disc (within
+        ``success_threshold``) keeps the side the end effector stands on: the push pose is the touching point on
+        the line ``ee → cube``. The line ``goal → cube`` flips as the cube crosses the goal's centre, and a pose
+        on the far side draws the tool through the cube, pushing it on through the disc (40 % of a 91 % Panda
+        policy's failures). Without ``ee`` (the scripted pusher) the pose is always behind the cube on that line.
+        """
         d = goal[:, :2] - cube[:, :2]
         norm = np.linalg.norm(d, axis=1, keepdims=True)
         u = np.where(norm > 1e-6, d / np.maximum(norm, 1e-6), self.scene.table_axes[0])
+        if ee is not None:
+            side = cube[:, :2] - ee[:, :2]
+            side_norm = np.linalg.norm(side, axis=1, keepdims=True)
+            on_goal = (norm < self.cfg.success_threshold) & (side_norm > 1e-6)
+            u = np.where(on_goal, side / np.maximum(side_norm, 1e-6), u)
         xy = cube[:, :2] - u * (self.scene.cube_half + self.scene.push_radius)
         return np.column_stack([xy, np.full(len(xy), self.scene.push_height)])
 
@@ -226,7 +238,7 @@ class PushTask(Task):
     def observe(self, qpos: np.ndarray, qvel: np.ndarray, sensordata: np.ndarray, goal: np.ndarray) -> np.ndarray:
         """:meth:`scene_observation`, then ``push pose − ee``."""
         ee, cube = sensordata[:, self._ei], qpos[:, self._pos]
-        rel = self.push_pose(cube, goal) - ee
+        rel = self.push_pose(cube, goal, ee) - ee
         return np.concatenate([self.scene_observation(qpos, qvel, sensordata, goal), rel], axis=1)
 
     def scene_observation(
@@ -261,7 +273,7 @@ class PushTask(Task):
         c, k = self.cfg, self.cfg.reward_sharpness
         ee, cube = sensordata[:, self._ei], qpos[:, self._pos]
         on_table = self.scene.on_table(cube)
-        d_pp = self.tool_distance(ee, qpos, self.push_pose(cube, goal))
+        d_pp = self.tool_distance(ee, qpos, self.push_pose(cube, goal, ee))
         to_goal = goal[:, :2] - cube[:, :2]
         d_goal = np.linalg.norm(to_goal, axis=1)
         success = on_table & (d_goal < c.success_threshold)
