@@ -136,6 +136,40 @@ def test_push_observes_the_push_pose_relative_to_the_end_effector() -> None:
     np.testing.assert_allclose(other[n - 3 : n - 1] - obs[n - 3 : n - 1], 2 * (cube[0, :2] - pose[:2]), atol=1e-6)
 
 
+def test_on_the_goal_disc_the_push_pose_keeps_the_tools_side() -> None:
+    """A cube just past the goal's centre: the line goal → cube has flipped, and the plain push pose is on the
+    far side (a reach through the cube). With the end effector given (observation and reward), the pose on the
+    disc stays on the tool's side, so a tool at rest against the cube is at the push pose and the push gate holds;
+    off the disc the goal's line rules again."""
+    env = RobotEnv(load_config("push"), load_dr("none"), seed=0)
+    task = env.core.task
+    env.reset(seed=3)
+    goal = env.core.goal[:1]
+    reach = task.scene.cube_half + task.scene.push_radius
+    u = np.array([np.cos(0.7), np.sin(0.7)])  # the push's direction
+    for past, flips in ((0.01, True), (0.03, True), (task.cfg.success_threshold + 0.02, False)):
+        cube = goal.copy()
+        cube[0, :2] += past * u
+        ee = cube.copy()
+        ee[0, :2] -= reach * u  # touching the cube from the side it came from
+        ee[0, 2] = task.scene.push_height
+        plain, kept = task.push_pose(cube, goal)[0], task.push_pose(cube, goal, ee)[0]
+        np.testing.assert_allclose(plain[:2], cube[0, :2] + reach * u, atol=1e-9)  # the far side
+        if flips:
+            np.testing.assert_allclose(kept, ee[0], atol=1e-9)
+        else:
+            np.testing.assert_allclose(kept, plain, atol=1e-9)
+    qpos = env.data.qpos[None].copy()
+    qpos[0, task.scene.object_qpos : task.scene.object_qpos + 2] = goal[0, :2] + 0.01 * u
+    sens = env.data.sensordata[None].copy()
+    sens[0, task._ei] = task.cube(qpos)[0] - [*(reach * u), 0.0]
+    sens[0, task._ei][2] = task.scene.push_height
+    _, success, terms = task.evaluate(qpos, np.zeros((1, env.model.nv)), sens, goal, np.zeros((1, 3)))
+    assert success[0] and terms["push"][0] > 0.9 * task.cfg.push_weight and terms["reach"][0] > 0.99
+    obs = task.observe(qpos, np.zeros((1, env.model.nv)), sens, goal)[0]
+    np.testing.assert_allclose(obs[-3:], 0.0, atol=1e-9)  # the tool is at the observed push pose
+
+
 def test_cube_leaving_the_table_is_detected_and_penalised(scripted: RobotEnv) -> None:
     task, env = scripted.core.task, scripted
     env.reset(seed=2)

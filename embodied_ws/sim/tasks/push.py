@@ -78,7 +78,7 @@ class PushTask(Task):
 
     - ``reach``: ``reach_weight · (1 − tanh(k · |ee − push pose|))``, the push pose being behind the cube on
       the line goal → cube, at pushing height, for the closed tool (a driven gripper's opening counts in the
-      distance: :meth:`tool_distance`);
+      distance: :meth:`tool_distance`); on the goal disc it keeps the tool's side (:meth:`push_pose`);
     - ``push``: ``push_weight · (1 − tanh(k · |cube − goal|))`` while the end effector is within
       ``push_gate`` of the push pose;
     - ``progress``: ``progress_weight · clip(v · u / PROGRESS_SPEED, −1, 1)`` under the same gate, outside the
