@@ -40,7 +40,9 @@ def test_plan_json_matches_a_fresh_measurement_and_hand_computed_memory() -> Non
     assert out.returncode == 0, out.stderr
     plan = json.loads(out.stdout)
     best_batch = max(plan["probe_steps_per_s_by_batch"], key=lambda k: plan["probe_steps_per_s_by_batch"][k])
-    fresh = _fresh_per_core("reach", int(best_batch))
+    # the best of three 1-s measurements, as timeit takes its best: one alone read 6.2 k steps/s against plan's 9.8 k
+    # while the other xdist worker loaded the cores (2026-12-08)
+    fresh = max(_fresh_per_core("reach", int(best_batch)) for _ in range(3))
     assert plan["per_core_steps_per_s"] == pytest.approx(fresh, rel=0.25), (plan, fresh)
     assert plan["sampler_cores"] == -(-50000 // plan["per_core_steps_per_s"])
 
