@@ -36,11 +36,16 @@ SETS = [
 
 
 def _ray_processes(psutil) -> list:  # type: ignore[no-untyped-def]
-    """This test process's descendants that belong to Ray (GCS, raylet, workers, log monitor ...)."""
+    """This test process's descendants that belong to Ray (GCS, raylet, workers, log monitor ...).
+
+    Python's own multiprocessing helpers are not Ray's: SB3's ``SubprocVecEnv`` (the ``subproc`` backend, run by
+    other tests in the same xdist worker) starts a forkserver that lives as long as this process, and its command
+    line carries ``sys.path``, Ray's ``thirdparty_files`` included (a false "left behind", 2026-12-08)."""
     out = []
     for p in psutil.Process().children(recursive=True):
         try:
-            if "ray" in " ".join(p.cmdline()).lower():
+            cmdline = " ".join(p.cmdline())
+            if "ray" in cmdline.lower() and "from multiprocessing." not in cmdline:
                 out.append(p)
         except psutil.Error:  # exited meanwhile
             pass
